@@ -1,0 +1,3 @@
+package devserver
+
+import _ "go.temporal.io/server/temporaltest"

@@ -1,0 +1,201 @@
+package quota
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Axis names one dimension a provider meters. The zero Axis is invalid.
+type Axis uint8
+
+// The axes. Requests, Tokens, InputTokens and OutputTokens are continuously
+// refilling token buckets; RequestsPerDay and TokensPerDay are fixed windows
+// that reset at midnight in the limit's time zone; Concurrency counts calls in
+// flight, each holding a lease that expires if its holder never returns it.
+const (
+	Requests Axis = iota + 1
+	Tokens
+	InputTokens
+	OutputTokens
+	RequestsPerDay
+	TokensPerDay
+	Concurrency
+
+	numAxes = int(Concurrency)
+)
+
+var axisNames = [...]string{
+	Requests:       "requests",
+	Tokens:         "tokens",
+	InputTokens:    "input_tokens",
+	OutputTokens:   "output_tokens",
+	RequestsPerDay: "requests_per_day",
+	TokensPerDay:   "tokens_per_day",
+	Concurrency:    "concurrency",
+}
+
+// Axes lists every valid axis in a fixed order (the order Snapshot reports in).
+func Axes() []Axis {
+	return []Axis{Requests, Tokens, InputTokens, OutputTokens, RequestsPerDay, TokensPerDay, Concurrency}
+}
+
+// String returns the axis's name as used in configuration, metrics and errors
+// ("requests", "input_tokens", …), or "axis(N)" for an invalid value.
+func (a Axis) String() string {
+	if a.Valid() {
+		return axisNames[a]
+	}
+	return "axis(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Valid reports whether a is one of the defined axes.
+func (a Axis) Valid() bool { return a >= Requests && a <= Concurrency }
+
+// Kind says how an axis refills.
+func (a Axis) Kind() Kind {
+	switch a {
+	case Requests, Tokens, InputTokens, OutputTokens:
+		return Bucket
+	case RequestsPerDay, TokensPerDay:
+		return DailyWindow
+	case Concurrency:
+		return Leases
+	}
+	return 0
+}
+
+// ParseAxis returns the axis named s (as printed by Axis.String).
+func ParseAxis(s string) (Axis, error) {
+	for a := Requests; a <= Concurrency; a++ {
+		if axisNames[a] == s {
+			return a, nil
+		}
+	}
+	return 0, invalid("axis", s, "is not a known axis",
+		"use one of requests, tokens, input_tokens, output_tokens, requests_per_day, tokens_per_day, concurrency")
+}
+
+// Kind is how an axis's budget comes back.
+type Kind uint8
+
+// The kinds of axis.
+const (
+	// Bucket refills continuously: Capacity units per Period, never holding
+	// more than Capacity (a full bucket earns nothing while idle).
+	Bucket Kind = iota + 1
+	// DailyWindow allows Capacity units per calendar day in Location and
+	// resets at that zone's midnight.
+	DailyWindow
+	// Leases allows Capacity calls in flight at once.
+	Leases
+)
+
+// Limit is one axis's budget. Build it with PerSecond, PerMinute, Per, PerDay
+// or Concurrent; the zero Limit is invalid. Limits are values: copy freely.
+type Limit struct {
+	// Axis is the dimension limited.
+	Axis Axis
+	// Capacity is the burst size of a Bucket, the units per day of a
+	// DailyWindow, or the number of concurrent calls for Leases.
+	Capacity int64
+	// Period is the time a Bucket takes to refill from empty to Capacity.
+	// Unused for the other kinds.
+	Period time.Duration
+	// Location is the time zone whose midnight resets a DailyWindow; nil
+	// means UTC. Unused for the other kinds.
+	Location *time.Location
+}
+
+// Per returns a bucket limit of n units of axis per period (capacity n, refilled
+// continuously at n/period). axis must be Requests, Tokens, InputTokens or
+// OutputTokens.
+func Per(axis Axis, n int64, period time.Duration) Limit {
+	return Limit{Axis: axis, Capacity: n, Period: period}
+}
+
+// PerSecond returns Per(axis, n, time.Second).
+func PerSecond(axis Axis, n int64) Limit { return Per(axis, n, time.Second) }
+
+// PerMinute returns Per(axis, n, time.Minute): the way providers state their
+// limits (RPM, TPM, ITPM, OTPM).
+func PerMinute(axis Axis, n int64) Limit { return Per(axis, n, time.Minute) }
+
+// PerDay returns a daily window of n units that resets at midnight in loc (nil
+// means UTC). resource is Requests or Tokens; the limit's axis is
+// RequestsPerDay or TokensPerDay accordingly (those may be passed too).
+func PerDay(resource Axis, n int64, loc *time.Location) Limit {
+	axis := resource
+	switch resource {
+	case Requests:
+		axis = RequestsPerDay
+	case Tokens:
+		axis = TokensPerDay
+	}
+	return Limit{Axis: axis, Capacity: n, Location: loc}
+}
+
+// Concurrent returns a limit of n calls in flight at once.
+func Concurrent(n int64) Limit { return Limit{Axis: Concurrency, Capacity: n} }
+
+// Rate returns a Bucket's refill rate in units per second (0 for other kinds).
+func (l Limit) Rate() float64 {
+	if l.Axis.Kind() != Bucket || l.Period <= 0 {
+		return 0
+	}
+	return float64(l.Capacity) / l.Period.Seconds()
+}
+
+// Zone returns the limit's time zone, UTC when Location is nil.
+func (l Limit) Zone() *time.Location {
+	if l.Location == nil {
+		return time.UTC
+	}
+	return l.Location
+}
+
+// String describes the limit: "90000 tokens/1m0s", "10000 requests_per_day
+// (America/Los_Angeles)", "20 concurrency".
+func (l Limit) String() string {
+	switch l.Axis.Kind() {
+	case Bucket:
+		return fmt.Sprintf("%d %s/%s", l.Capacity, l.Axis, l.Period)
+	case DailyWindow:
+		return fmt.Sprintf("%d %s (%s)", l.Capacity, l.Axis, l.Zone())
+	default:
+		return fmt.Sprintf("%d %s", l.Capacity, l.Axis)
+	}
+}
+
+// Validate reports the first thing wrong with l as an *InvalidError naming the
+// field, or nil.
+func (l Limit) Validate() error {
+	if !l.Axis.Valid() {
+		return invalid("limit.axis", l.Axis.String(), "is not a known axis",
+			"build limits with quota.PerMinute, quota.PerDay or quota.Concurrent")
+	}
+	if l.Capacity <= 0 {
+		return invalid("limit."+l.Axis.String()+".capacity", strconv.FormatInt(l.Capacity, 10),
+			"must be a positive whole number", "set the provider's published limit, e.g. 90000")
+	}
+	if l.Capacity > maxCapacity {
+		return invalid("limit."+l.Axis.String()+".capacity", strconv.FormatInt(l.Capacity, 10),
+			"is too large", fmt.Sprintf("keep capacities at or below %d", int64(maxCapacity)))
+	}
+	if l.Axis.Kind() == Bucket {
+		if l.Period <= 0 {
+			return invalid("limit."+l.Axis.String()+".period", l.Period.String(),
+				"must be positive", "use quota.PerMinute or a period such as 1m")
+		}
+		if r := l.Rate(); math.IsInf(r, 0) || math.IsNaN(r) || r <= 0 {
+			return invalid("limit."+l.Axis.String()+".period", l.Period.String(),
+				"gives no usable refill rate", "use a period of at least a millisecond")
+		}
+	}
+	return nil
+}
+
+// maxCapacity keeps every level exactly representable as a float64 in Lua and
+// Go (2^50), far above any provider's limit.
+const maxCapacity = 1 << 50

@@ -1,0 +1,64 @@
+package quota
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors, matched with errors.Is.
+var (
+	// ErrInvalid is matched by every *InvalidError.
+	ErrInvalid = errors.New("quota: invalid input")
+	// ErrOversize is matched by every *OversizeError.
+	ErrOversize = errors.New("quota: cost exceeds capacity")
+	// ErrNoPolicy means the key has no policy in the store's Policies.
+	ErrNoPolicy = errors.New("quota: no policy for key")
+	// ErrUnknownTicket means Settle found no grant under the ticket.
+	ErrUnknownTicket = errors.New("quota: unknown ticket")
+	// ErrUnavailable wraps a failure to reach the store's backend.
+	ErrUnavailable = errors.New("quota: store unavailable")
+)
+
+// InvalidError reports a bad field in a Key, Cost, Limit, Policy or
+// Reservation: which field, the value given, what is wrong and the fix.
+type InvalidError struct {
+	Field   string
+	Value   string
+	Problem string
+	Fix     string
+}
+
+func invalid(field, value, problem, fix string) *InvalidError {
+	return &InvalidError{Field: field, Value: value, Problem: problem, Fix: fix}
+}
+
+// Error returns e.g. `quota: key.model "" is empty: set the model …`.
+func (e *InvalidError) Error() string {
+	return fmt.Sprintf("quota: %s %q %s: %s", e.Field, e.Value, e.Problem, e.Fix)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// OversizeError reports a cost that can never fit an axis: more than its
+// whole capacity.
+type OversizeError struct {
+	Key      Key
+	Axis     Axis
+	Cost     int64
+	Capacity int64
+}
+
+// Error names the axis, the cost and the capacity.
+func (e *OversizeError) Error() string {
+	return fmt.Sprintf("quota: %s costs %d %s but the capacity is %d: it can never fit; lower the request's size (e.g. max tokens) or raise the limit",
+		e.Key, e.Cost, e.Axis, e.Capacity)
+}
+
+// Is makes errors.Is(err, ErrOversize) true.
+func (e *OversizeError) Is(target error) bool { return target == ErrOversize }
+
+// NoPolicyError wraps ErrNoPolicy with the key.
+func NoPolicyError(k Key) error {
+	return fmt.Errorf("%w %s: add a policy for it or leave it ungoverned", ErrNoPolicy, k)
+}

@@ -1,0 +1,25 @@
+package quota
+
+// Charge is what a governed call asks of a Store: the key it is metered
+// under, its estimated cost and its priority.
+type Charge struct {
+	Key      Key
+	Cost     Cost
+	Priority Priority
+}
+
+// Governed is implemented by the input of an activity whose calls are
+// metered (for example activities.Request). The interceptor calls QuotaCharge
+// before each attempt; an error fails the attempt non-retryably, since the
+// same input will always give the same error.
+type Governed interface {
+	QuotaCharge() (Charge, error)
+}
+
+// Metered is implemented by the result of a governed activity that knows what
+// the call actually cost (for example activities.Response, from the
+// provider's usage block). The interceptor settles the grant with it; a
+// result that does not implement it is settled at the estimate.
+type Metered interface {
+	QuotaUsage() Cost
+}
