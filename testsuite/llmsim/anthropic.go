@@ -1,0 +1,211 @@
+package llmsim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// anthropicDialect speaks the Messages API.
+type anthropicDialect struct{}
+
+func (anthropicDialect) provider() string        { return Anthropic }
+func (anthropicDialect) requestIDHeader() string { return "request-id" }
+
+func (anthropicDialect) apiKey(r *http.Request) string {
+	if k := r.Header.Get("x-api-key"); k != "" {
+		return k
+	}
+	return bearer(r.Header.Get("Authorization"))
+}
+
+type anthropicRequest struct {
+	Model     string          `json:"model"`
+	MaxTokens *int64          `json:"max_tokens"`
+	System    json.RawMessage `json:"system"`
+	Messages  []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Stream bool `json:"stream"`
+}
+
+func (anthropicDialect) parse(body []byte) (call, *apiError) {
+	var req anthropicRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return call{}, &apiError{kind: kindInvalid, detail: "Request body is not valid JSON: " + err.Error()}
+	}
+	c := call{model: req.Model}
+	switch {
+	case req.Model == "":
+		return c, &apiError{kind: kindInvalid, detail: "model: Field required"}
+	case req.MaxTokens == nil:
+		return c, &apiError{kind: kindInvalid, detail: "max_tokens: Field required"}
+	case *req.MaxTokens < 1:
+		return c, &apiError{kind: kindInvalid, detail: "max_tokens: Input should be greater than or equal to 1"}
+	case len(req.Messages) == 0:
+		return c, &apiError{kind: kindInvalid, detail: "messages: at least one message is required"}
+	case req.Stream:
+		return c, &apiError{kind: kindInvalid, detail: "stream: llmsim does not stream; send stream: false"}
+	}
+	c.maxTokens = *req.MaxTokens
+	sys, ok := textOf(req.System)
+	if !ok {
+		return c, &apiError{kind: kindInvalid, detail: "system: must be a string or an array of text blocks"}
+	}
+	c.chars = runeCount(sys)
+	for i, m := range req.Messages {
+		if m.Role != "user" && m.Role != "assistant" {
+			return c, &apiError{kind: kindInvalid, detail: fmt.Sprintf("messages.%d.role: Input should be 'user' or 'assistant'", i)}
+		}
+		text, ok := textOf(m.Content)
+		if !ok {
+			return c, &apiError{kind: kindInvalid, detail: fmt.Sprintf("messages.%d.content: must be a string or an array of content blocks", i)}
+		}
+		c.chars += runeCount(text)
+		if m.Role == "user" {
+			c.prompt = text
+		}
+	}
+	return c, nil
+}
+
+// cost charges estimated input tokens and max_tokens output tokens.
+func (anthropicDialect) cost(c call) cost {
+	in := estimateTokens(c.chars)
+	return cost{requests: 1, input: in, output: c.maxTokens, tokens: in + c.maxTokens}
+}
+
+func (anthropicDialect) status(e *apiError) int {
+	if e.status != 0 {
+		return e.status
+	}
+	switch e.kind {
+	case kindRateLimit, kindSpendCap:
+		return http.StatusTooManyRequests
+	case kindOverload:
+		return 529
+	case kindUnauthorized:
+		return http.StatusUnauthorized
+	case kindNotFound:
+		return http.StatusNotFound
+	case kindServerError:
+		return http.StatusInternalServerError
+	}
+	return http.StatusBadRequest
+}
+
+// limitHeaders sets anthropic-ratelimit-{requests,input-tokens,output-tokens,
+// tokens}-{limit,remaining,reset}; reset is the RFC 3339 time (rounded up to
+// the second) at which the bucket is full again. The tokens family repeats
+// whichever of input and output tokens has less remaining: the most
+// restrictive limit in effect.
+func (anthropicDialect) limitHeaders(h http.Header, l *limiter, now time.Time) {
+	set := func(name string, b *bucket) {
+		h.Set("anthropic-ratelimit-"+name+"-limit", strconv.FormatInt(int64(b.capacity), 10))
+		h.Set("anthropic-ratelimit-"+name+"-remaining", strconv.FormatInt(b.remaining(), 10))
+		h.Set("anthropic-ratelimit-"+name+"-reset", ceilSecond(now.Add(b.untilFull())).UTC().Format(time.RFC3339))
+	}
+	if l.requests != nil {
+		set("requests", l.requests)
+	}
+	if l.input != nil {
+		set("input-tokens", l.input)
+	}
+	if l.output != nil {
+		set("output-tokens", l.output)
+	}
+	switch {
+	case l.input != nil && l.output != nil:
+		tightest := l.input
+		if l.output.remaining() < l.input.remaining() {
+			tightest = l.output
+		}
+		set("tokens", tightest)
+	case l.input != nil:
+		set("tokens", l.input)
+	case l.output != nil:
+		set("tokens", l.output)
+	}
+}
+
+type anthropicErrorBody struct {
+	Type      string         `json:"type"`
+	Error     anthropicError `json:"error"`
+	RequestID string         `json:"request_id"`
+}
+
+type anthropicError struct {
+	Type    string            `json:"type"`
+	Message string            `json:"message"`
+	Details map[string]string `json:"details,omitempty"`
+}
+
+func (d anthropicDialect) writeError(w http.ResponseWriter, e *apiError, requestID string) {
+	body := anthropicError{Type: "invalid_request_error", Message: e.detail}
+	switch e.kind {
+	case kindRateLimit:
+		body.Type = "rate_limit_error"
+		body.Message = fmt.Sprintf("This request would exceed the rate limit for your organization on model %s. Please try again later.", e.model)
+		if r := e.refusal; r != nil {
+			unit := strings.ReplaceAll(r.axis, "_", " ") + " per minute"
+			if r.axis == axisRequestsPerDay {
+				unit = "requests per day"
+			}
+			if r.never {
+				body.Message = fmt.Sprintf("This request would exceed your organization's rate limit of %d %s for %s (it asks for %d), so it can never succeed; reduce the prompt length or max_tokens.",
+					r.limit, unit, e.model, r.requested)
+			} else {
+				body.Message = fmt.Sprintf("This request would exceed your organization's rate limit of %d %s for %s. Please try again in %s.",
+					r.limit, unit, e.model, ceilMillis(r.wait))
+			}
+		}
+	case kindSpendCap:
+		body.Type = "rate_limit_error"
+		body.Message = "You have reached your specified API usage limits. You will regain access when the limit resets or is raised."
+		body.Details = map[string]string{"error_code": "enforced_spend_limit_reached"}
+	case kindOverload:
+		body.Type, body.Message = "overloaded_error", "Overloaded"
+	case kindUnauthorized:
+		body.Type, body.Message = "authentication_error", "invalid x-api-key"
+		if e.missingKey {
+			body.Message = "x-api-key header is required"
+		}
+	case kindContextLength:
+		body.Message = fmt.Sprintf("prompt is too long: %d tokens > %d maximum", e.input+e.maxTokens, e.window)
+		if e.window == 0 {
+			body.Message = "prompt is too long"
+		}
+	case kindServerError:
+		body.Type, body.Message = "api_error", "Internal server error"
+	case kindNotFound:
+		body.Type, body.Message = "not_found_error", "model: "+e.model
+	}
+	writeJSON(w, d.status(e), anthropicErrorBody{Type: "error", Error: body, RequestID: requestID})
+}
+
+func (anthropicDialect) writeAnswer(w http.ResponseWriter, c call, a answer, _ string, _ time.Time) {
+	stop := "end_turn"
+	if a.truncated {
+		stop = "max_tokens"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id":            "msg_" + strings.TrimPrefix(a.id, "req_"),
+		"type":          "message",
+		"role":          "assistant",
+		"model":         c.model,
+		"content":       []any{map[string]any{"type": "text", "text": a.text}},
+		"stop_reason":   stop,
+		"stop_sequence": nil,
+		"usage": map[string]any{
+			"input_tokens":                a.in,
+			"output_tokens":               a.out,
+			"cache_creation_input_tokens": 0,
+			"cache_read_input_tokens":     0,
+			"service_tier":                "standard",
+		},
+	})
+}

@@ -1,0 +1,104 @@
+package llmsim
+
+import (
+	"math"
+	"time"
+)
+
+// epsilon absorbs float rounding when a level is compared with a cost, so that
+// a bucket refilled for exactly the time one unit takes holds that unit.
+const epsilon = 1e-9
+
+// bucket is a continuously refilling token bucket: it holds at most capacity
+// units and earns capacity units per period. It starts full. Not safe for
+// concurrent use (Sim holds its lock).
+type bucket struct {
+	capacity float64
+	rate     float64 // units per second
+	level    float64
+	last     time.Time
+}
+
+func newBucket(perMinute int64, now time.Time) *bucket {
+	if perMinute <= 0 {
+		return nil
+	}
+	c := float64(perMinute)
+	return &bucket{capacity: c, rate: c / time.Minute.Seconds(), level: c, last: now}
+}
+
+func (b *bucket) refill(now time.Time) {
+	if now.After(b.last) {
+		b.level = math.Min(b.capacity, b.level+now.Sub(b.last).Seconds()*b.rate)
+		b.last = now
+	}
+}
+
+// wait returns how long until n units fit (0 if they fit now) and whether
+// they ever can (n ≤ capacity). Call refill first.
+func (b *bucket) wait(n float64) (time.Duration, bool) {
+	if n > b.capacity+epsilon {
+		return 0, false
+	}
+	short := n - b.level
+	if short <= epsilon {
+		return 0, true
+	}
+	return time.Duration(math.Ceil(short / b.rate * float64(time.Second))), true
+}
+
+func (b *bucket) take(n float64) { b.level -= n }
+
+// remaining is the whole units left.
+func (b *bucket) remaining() int64 {
+	return int64(math.Max(0, math.Floor(b.level+epsilon)))
+}
+
+// untilFull is how long the bucket takes to refill completely: the provider's
+// "reset" for a continuously refilling limit.
+func (b *bucket) untilFull() time.Duration {
+	short := b.capacity - b.level
+	if short <= epsilon {
+		return 0
+	}
+	return time.Duration(math.Ceil(short / b.rate * float64(time.Second)))
+}
+
+// dailyWindow allows capacity requests per calendar day in UTC.
+type dailyWindow struct {
+	capacity int64
+	used     int64
+	day      time.Time // midnight UTC starting the current window
+}
+
+func newDailyWindow(capacity int64, now time.Time) *dailyWindow {
+	if capacity <= 0 {
+		return nil
+	}
+	return &dailyWindow{capacity: capacity, day: midnight(now)}
+}
+
+func midnight(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
+func (w *dailyWindow) roll(now time.Time) {
+	if day := midnight(now); day.After(w.day) {
+		w.day, w.used = day, 0
+	}
+}
+
+// wait returns how long until n more requests fit today (the time to the
+// next midnight when they do not) and whether they ever can.
+func (w *dailyWindow) wait(n int64, now time.Time) (time.Duration, bool) {
+	if n > w.capacity {
+		return 0, false
+	}
+	if w.used+n <= w.capacity {
+		return 0, true
+	}
+	return w.day.AddDate(0, 0, 1).Sub(now), true
+}
+
+func (w *dailyWindow) take(n int64) { w.used += n }

@@ -1,0 +1,243 @@
+package llmsim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The providers Sim speaks for.
+const (
+	// OpenAI is served at POST /v1/chat/completions.
+	OpenAI = "openai"
+	// Anthropic is served at POST /v1/messages.
+	Anthropic = "anthropic"
+)
+
+// Config describes what a Sim serves and how it limits. It is a value; zero
+// fields mean what their comments say. Load one from a file with LoadConfig.
+type Config struct {
+	// Models lists the models served, with their limits. A call for a model
+	// not listed gets the provider's 404. At least one is required.
+	Models []Model `json:"models" yaml:"models"`
+	// Accounts lists the API keys accepted and the account each belongs to.
+	// Empty means any non-empty key is accepted, as account "default", with
+	// no spend cap.
+	Accounts []Account `json:"accounts" yaml:"accounts"`
+	// Overload makes a fraction of calls fail as overloaded. Zero: never.
+	Overload Overload `json:"overload" yaml:"overload"`
+	// Latency delays every successful answer. Zero: answer at once.
+	Latency Latency `json:"latency" yaml:"latency"`
+	// Faults are injected from the start, as if passed to Sim.Inject.
+	Faults []Fault `json:"faults" yaml:"faults"`
+	// Seed seeds the random source used for overload and latency jitter, so
+	// runs repeat. Zero is a valid seed.
+	Seed uint64 `json:"seed" yaml:"seed"`
+}
+
+// Model is one model a Sim serves and its limits, which apply to each
+// account separately (as providers limit per organisation). A zero limit
+// means unlimited on that axis.
+type Model struct {
+	// Provider is OpenAI or Anthropic. Required.
+	Provider string `json:"provider" yaml:"provider"`
+	// Name is the model id callers send, e.g. "gpt-4o". Required.
+	Name string `json:"name" yaml:"name"`
+	// RequestsPerMinute is the request bucket's capacity, refilled
+	// continuously over a minute.
+	RequestsPerMinute int64 `json:"requests_per_minute" yaml:"requests_per_minute"`
+	// TokensPerMinute is the token bucket (OpenAI only), charged
+	// max(max_tokens, ceil(characters/4)) per call.
+	TokensPerMinute int64 `json:"tokens_per_minute" yaml:"tokens_per_minute"`
+	// InputTokensPerMinute is the input-token bucket (Anthropic only),
+	// charged ceil(characters/4) per call.
+	InputTokensPerMinute int64 `json:"input_tokens_per_minute" yaml:"input_tokens_per_minute"`
+	// OutputTokensPerMinute is the output-token bucket (Anthropic only),
+	// charged max_tokens per call.
+	OutputTokensPerMinute int64 `json:"output_tokens_per_minute" yaml:"output_tokens_per_minute"`
+	// RequestsPerDay is a window of requests that resets at midnight UTC.
+	RequestsPerDay int64 `json:"requests_per_day" yaml:"requests_per_day"`
+	// ContextWindow, in tokens, bounds ceil(characters/4) + max_tokens; a
+	// larger call gets the provider's 400 "context too long" error.
+	ContextWindow int64 `json:"context_window" yaml:"context_window"`
+}
+
+// Account is an API key and the account it authenticates as.
+type Account struct {
+	// Name identifies the account in limits and errors. Required, unique.
+	Name string `json:"name" yaml:"name"`
+	// APIKey is the key callers send (OpenAI: Authorization: Bearer;
+	// Anthropic: x-api-key). Required, unique.
+	APIKey string `json:"api_key" yaml:"api_key"`
+	// SpendCapTokens, when positive, is how many tokens (input plus output)
+	// the account may use; once it has used that many, every call gets the
+	// provider's spend-cap error. Zero means no cap.
+	SpendCapTokens int64 `json:"spend_cap_tokens" yaml:"spend_cap_tokens"`
+}
+
+// Overload makes calls fail as overloaded at random.
+type Overload struct {
+	// Probability, in [0, 1], that a call (that passed auth and the spend
+	// cap) is refused as overloaded.
+	Probability float64 `json:"probability" yaml:"probability"`
+	// Status overrides the status sent: 0 means 529 for Anthropic and 503 for
+	// OpenAI.
+	Status int `json:"status" yaml:"status"`
+	// RetryAfter, when positive, is sent as retry-after (whole seconds,
+	// rounded up). Zero sends none.
+	RetryAfter time.Duration `json:"retry_after" yaml:"retry_after"`
+}
+
+// Latency delays each successful answer by Fixed plus a uniformly random
+// duration in [0, Jitter). Delays use real time (not the Clock) and end early
+// if the caller goes away.
+type Latency struct {
+	Fixed  time.Duration `json:"fixed" yaml:"fixed"`
+	Jitter time.Duration `json:"jitter" yaml:"jitter"`
+}
+
+// ConfigError reports a bad field of a Config: which field, the value given,
+// what is wrong and how to fix it.
+type ConfigError struct {
+	Field   string
+	Value   string
+	Problem string
+	Fix     string
+}
+
+// Error returns e.g. `llmsim: config models[0].name "" is empty: set …`.
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("llmsim: config %s %q %s: %s", e.Field, e.Value, e.Problem, e.Fix)
+}
+
+func configErr(field, value, problem, fix string) error {
+	return &ConfigError{Field: field, Value: value, Problem: problem, Fix: fix}
+}
+
+// Validate reports a *ConfigError naming the first bad field of c, or nil.
+func (c Config) Validate() error {
+	if len(c.Models) == 0 {
+		return configErr("models", "", "is empty", "list at least one model with its provider and name")
+	}
+	seen := make(map[string]bool)
+	for i, m := range c.Models {
+		if err := m.validate(fmt.Sprintf("models[%d]", i)); err != nil {
+			return err
+		}
+		id := m.Provider + "/" + m.Name
+		if seen[id] {
+			return configErr(fmt.Sprintf("models[%d].name", i), m.Name, "is listed twice for "+m.Provider, "keep one entry per model")
+		}
+		seen[id] = true
+	}
+	names, keys := make(map[string]bool), make(map[string]bool)
+	for i, a := range c.Accounts {
+		f := fmt.Sprintf("accounts[%d]", i)
+		switch {
+		case a.Name == "":
+			return configErr(f+".name", "", "is empty", `name the account, e.g. "team-a"`)
+		case names[a.Name]:
+			return configErr(f+".name", a.Name, "is used twice", "give each account its own name")
+		case a.APIKey == "":
+			return configErr(f+".api_key", "", "is empty", "set the key callers will send")
+		case keys[a.APIKey]:
+			return configErr(f+".api_key", "(redacted)", "is used by two accounts", "give each account its own key")
+		case a.SpendCapTokens < 0:
+			return configErr(f+".spend_cap_tokens", strconv.FormatInt(a.SpendCapTokens, 10), "is negative", "use 0 for no cap or a positive number of tokens")
+		}
+		names[a.Name], keys[a.APIKey] = true, true
+	}
+	o := c.Overload
+	if !(o.Probability >= 0 && o.Probability <= 1) {
+		return configErr("overload.probability", strconv.FormatFloat(o.Probability, 'g', -1, 64), "must be in [0, 1]", "use a fraction such as 0.05")
+	}
+	if o.Status != 0 && (o.Status < 500 || o.Status > 599) {
+		return configErr("overload.status", strconv.Itoa(o.Status), "is not a 5xx status", "use 0 for the provider's own, or e.g. 503 or 529")
+	}
+	if o.RetryAfter < 0 {
+		return configErr("overload.retry_after", o.RetryAfter.String(), "is negative", "use 0 to send none or a positive duration such as 2s")
+	}
+	if c.Latency.Fixed < 0 {
+		return configErr("latency.fixed", c.Latency.Fixed.String(), "is negative", "use 0 or a positive duration such as 20ms")
+	}
+	if c.Latency.Jitter < 0 {
+		return configErr("latency.jitter", c.Latency.Jitter.String(), "is negative", "use 0 or a positive duration such as 10ms")
+	}
+	for i, f := range c.Faults {
+		if err := f.validate(fmt.Sprintf("faults[%d]", i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m Model) validate(f string) error {
+	switch m.Provider {
+	case OpenAI, Anthropic:
+	case "":
+		return configErr(f+".provider", "", "is empty", `set "openai" or "anthropic"`)
+	default:
+		return configErr(f+".provider", m.Provider, "is not a known provider", `use "openai" or "anthropic"`)
+	}
+	if m.Name == "" {
+		return configErr(f+".name", "", "is empty", `set the model id callers send, e.g. "gpt-4o"`)
+	}
+	for _, l := range [...]struct {
+		name string
+		v    int64
+	}{
+		{"requests_per_minute", m.RequestsPerMinute}, {"tokens_per_minute", m.TokensPerMinute},
+		{"input_tokens_per_minute", m.InputTokensPerMinute}, {"output_tokens_per_minute", m.OutputTokensPerMinute},
+		{"requests_per_day", m.RequestsPerDay}, {"context_window", m.ContextWindow},
+	} {
+		if l.v < 0 {
+			return configErr(f+"."+l.name, strconv.FormatInt(l.v, 10), "is negative", "use 0 for unlimited or a positive number")
+		}
+	}
+	if m.Provider == OpenAI && m.InputTokensPerMinute+m.OutputTokensPerMinute != 0 {
+		return configErr(f+".input_tokens_per_minute", strconv.FormatInt(m.InputTokensPerMinute, 10),
+			"is set for an OpenAI model", "OpenAI meters tokens_per_minute only; set that instead")
+	}
+	if m.Provider == Anthropic && m.TokensPerMinute != 0 {
+		return configErr(f+".tokens_per_minute", strconv.FormatInt(m.TokensPerMinute, 10),
+			"is set for an Anthropic model", "Anthropic meters input_tokens_per_minute and output_tokens_per_minute; set those instead")
+	}
+	return nil
+}
+
+// LoadConfig reads a Config from a YAML or JSON file (JSON is read as YAML,
+// of which it is a subset). Durations are strings such as "20ms". Unknown
+// fields are errors; the result is validated.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("llmsim: read config: %w", err)
+	}
+	c, err := ParseConfig(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig decodes a Config from YAML or JSON and validates it. Errors
+// name the offending field (a *ConfigError, or the decoder's message with the
+// line and field).
+func ParseConfig(data []byte) (Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("llmsim: config: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}

@@ -1,0 +1,141 @@
+package llmsim
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"time"
+	"unicode/utf8"
+)
+
+// dialect is one provider's wire format: how it authenticates, what a call
+// costs, and how answers, errors and limit headers look.
+type dialect interface {
+	provider() string
+	requestIDHeader() string
+	apiKey(r *http.Request) string
+	parse(body []byte) (call, *apiError)
+	cost(c call) cost
+	status(e *apiError) int
+	limitHeaders(h http.Header, l *limiter, now time.Time)
+	writeError(w http.ResponseWriter, e *apiError, requestID string)
+	writeAnswer(w http.ResponseWriter, c call, a answer, requestID string, now time.Time)
+}
+
+// call is a parsed request, provider-neutral.
+type call struct {
+	model     string
+	chars     int64  // characters of every message and the system prompt
+	maxTokens int64  // 0 when the request set none (OpenAI only)
+	prompt    string // the last user message's text
+}
+
+// answer is the deterministic reply to a call.
+type answer struct {
+	id        string
+	text      string
+	truncated bool // cut at max_tokens
+	in, out   int64
+}
+
+// errorKind is what went wrong; each dialect renders it in its own format.
+type errorKind string
+
+const (
+	kindRateLimit     = errorKind(FaultRateLimit)
+	kindSpendCap      = errorKind(FaultSpendCap)
+	kindOverload      = errorKind(FaultOverload)
+	kindUnauthorized  = errorKind(FaultUnauthorized)
+	kindContextLength = errorKind(FaultContextLength)
+	kindServerError   = errorKind(FaultServerError)
+	kindInvalid       = errorKind("invalid")
+	kindNotFound      = errorKind("not_found")
+)
+
+// apiError is an error answer before rendering.
+type apiError struct {
+	kind       errorKind
+	status     int // overrides the kind's status when non-zero
+	model      string
+	detail     string // message for kindInvalid
+	param      string // field at fault for kindInvalid
+	retryAfter time.Duration
+	refusal    *refusal // why a bucket refused (kindRateLimit)
+	missingKey bool     // kindUnauthorized: no key at all
+	// kindContextLength
+	window, input, maxTokens int64
+}
+
+// estimateTokens is how Sim (and the providers' own estimators) count a
+// prompt: one token per four characters, rounded up.
+func estimateTokens(chars int64) int64 { return (chars + 3) / 4 }
+
+// compose writes the deterministic reply: a fixed phrase, a hash of the prompt
+// and the prompt itself, cut to max_tokens × 4 characters when set.
+func compose(c call, requestID string) answer {
+	h := fnv.New32a()
+	h.Write([]byte(c.prompt))
+	text := fmt.Sprintf("llmsim %s reply %08x: %s", c.model, h.Sum32(), c.prompt)
+	a := answer{id: requestID, in: estimateTokens(c.chars)}
+	if c.maxTokens > 0 && int64(utf8.RuneCountInString(text)) > 4*c.maxTokens {
+		runes := []rune(text)
+		text = string(runes[:4*c.maxTokens])
+		a.truncated = true
+	}
+	a.text = text
+	a.out = estimateTokens(int64(utf8.RuneCountInString(text)))
+	return a
+}
+
+// textOf reads a message content that is either a string or an array of
+// blocks, keeping the text of "text" blocks.
+func textOf(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", true
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, true
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return "", false
+	}
+	var out string
+	for _, b := range blocks {
+		if b.Type == "text" {
+			out += b.Text
+		}
+	}
+	return out, true
+}
+
+func runeCount(s string) int64 { return int64(utf8.RuneCountInString(s)) }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("content-type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// ceilSecond rounds t up to a whole second, as reset times are sent.
+func ceilSecond(t time.Time) time.Time {
+	if tr := t.Truncate(time.Second); tr.Before(t) {
+		return tr.Add(time.Second)
+	}
+	return t
+}
+
+// ceilMillis rounds d up to a whole millisecond, as OpenAI resets are sent.
+func ceilMillis(d time.Duration) time.Duration {
+	return (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond
+}

@@ -1,0 +1,32 @@
+// Package llmsim is a local LLM provider for tests, benchmarks and demos. It
+// speaks enough of OpenAI Chat Completions (POST /v1/chat/completions) and
+// Anthropic Messages (POST /v1/messages) for the official Go SDKs to work
+// unmodified, and it limits calls the way those providers document:
+//
+//   - per account and model, continuously refilling buckets of requests and
+//     tokens per minute (OpenAI charges max(max_tokens, ceil(chars/4)) against
+//     tokens per minute; Anthropic charges ceil(chars/4) against input tokens
+//     per minute and max_tokens against output tokens per minute), and a
+//     requests-per-day window that resets at midnight UTC;
+//   - a 429 with retry-after (whole seconds, rounded up) when a call does not
+//     fit, and the provider's rate-limit headers (x-ratelimit-* or
+//     anthropic-ratelimit-*) on every response for a known model;
+//   - a spend cap per account: once an account has used its tokens, every call
+//     gets the provider's spend-cap error, with no retry-after;
+//   - overload (Anthropic 529, OpenAI 503) with a probability, latency with a
+//     fixed part and uniform jitter, and faults a test triggers exactly (see
+//     Fault and Sim.Inject).
+//
+// Answers are deterministic: the text is derived from the prompt and the usage
+// block reports input tokens as ceil(characters/4) and output tokens no more
+// than max_tokens. Sim counts what it did per model and per second (Stats,
+// Series) so that tests and benchmarks can read it.
+//
+// Use it in tests through httptest:
+//
+//	sim, err := llmsim.New(cfg, llmsim.WithClock(clock))
+//	srv := httptest.NewServer(sim)
+//	// OpenAI: option.WithBaseURL(srv.URL + "/v1/"); Anthropic: option.WithBaseURL(srv.URL)
+//
+// or standalone with LoadConfig and Sim.ListenAndServe.
+package llmsim

@@ -1,0 +1,106 @@
+package llmsim
+
+import "time"
+
+// cost is what one call charges, per bucket.
+type cost struct {
+	requests, tokens, input, output int64
+}
+
+// Axis names used in rate-limit errors (OpenAI's error "type" for 429s is
+// "requests" or "tokens").
+const (
+	axisRequests       = "requests"
+	axisTokens         = "tokens"
+	axisInputTokens    = "input_tokens"
+	axisOutputTokens   = "output_tokens"
+	axisRequestsPerDay = "requests_per_day"
+)
+
+// limiter holds one account's limits on one model. A nil field is unlimited.
+type limiter struct {
+	requests, tokens, input, output *bucket
+	daily                           *dailyWindow
+}
+
+func newLimiter(m Model, now time.Time) *limiter {
+	return &limiter{
+		requests: newBucket(m.RequestsPerMinute, now),
+		tokens:   newBucket(m.TokensPerMinute, now),
+		input:    newBucket(m.InputTokensPerMinute, now),
+		output:   newBucket(m.OutputTokensPerMinute, now),
+		daily:    newDailyWindow(m.RequestsPerDay, now),
+	}
+}
+
+// refusal says why a call did not fit: the axis that kept it out longest.
+type refusal struct {
+	axis      string
+	limit     int64
+	requested int64
+	wait      time.Duration // until the call fits; 0 when never
+	never     bool          // the call is larger than the axis's capacity
+}
+
+// refill brings every bucket up to now.
+func (l *limiter) refill(now time.Time) {
+	for _, b := range [...]*bucket{l.requests, l.tokens, l.input, l.output} {
+		if b != nil {
+			b.refill(now)
+		}
+	}
+	if l.daily != nil {
+		l.daily.roll(now)
+	}
+}
+
+// admit charges c on every axis if it fits on all of them, or charges nothing
+// and says why not.
+func (l *limiter) admit(c cost, now time.Time) *refusal {
+	l.refill(now)
+	var worst *refusal
+	consider := func(r refusal) {
+		switch {
+		case worst == nil:
+			worst = &r
+		case worst.never:
+		case r.never || r.wait > worst.wait:
+			worst = &r
+		}
+	}
+	for _, a := range [...]struct {
+		name string
+		b    *bucket
+		n    int64
+	}{
+		{axisRequests, l.requests, c.requests}, {axisTokens, l.tokens, c.tokens},
+		{axisInputTokens, l.input, c.input}, {axisOutputTokens, l.output, c.output},
+	} {
+		if a.b == nil {
+			continue
+		}
+		if w, ok := a.b.wait(float64(a.n)); !ok || w > 0 {
+			consider(refusal{axis: a.name, limit: int64(a.b.capacity), requested: a.n, wait: w, never: !ok})
+		}
+	}
+	if l.daily != nil {
+		if w, ok := l.daily.wait(c.requests, now); !ok || w > 0 {
+			consider(refusal{axis: axisRequestsPerDay, limit: l.daily.capacity, requested: c.requests, wait: w, never: !ok})
+		}
+	}
+	if worst != nil {
+		return worst
+	}
+	for _, a := range [...]struct {
+		b *bucket
+		n int64
+	}{{l.requests, c.requests}, {l.tokens, c.tokens}, {l.input, c.input}, {l.output, c.output}} {
+		if a.b != nil {
+			a.b.take(float64(a.n))
+		}
+	}
+	if l.daily != nil {
+		l.daily.take(c.requests)
+	}
+	return nil
+}
