@@ -1,0 +1,324 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Environment variables read by StartServer.
+const (
+	// EnvURL names an existing Redis server to use instead of starting one.
+	EnvURL = "REDIS_URL"
+	// EnvRequire, set to "1", fails tests when redis-server is not on PATH
+	// instead of falling back to miniredis.
+	EnvRequire = "TOLLGATE_TEST_REQUIRE_REDIS"
+)
+
+// startTimeout bounds how long a starting redis-server may take to answer PING.
+const startTimeout = 10 * time.Second
+
+// Backend says what kind of server a Server runs.
+type Backend uint8
+
+// The backends.
+const (
+	// Real is a redis-server process started by the test.
+	Real Backend = iota + 1
+	// External is the server REDIS_URL names; the test does not own it.
+	External
+	// Mini is an in-process miniredis, used when redis-server is missing.
+	Mini
+)
+
+// String returns "redis-server", "external" or "miniredis".
+func (b Backend) String() string {
+	switch b {
+	case Real:
+		return "redis-server"
+	case External:
+		return "external"
+	case Mini:
+		return "miniredis"
+	}
+	return "backend(" + strconv.Itoa(int(b)) + ")"
+}
+
+// Server is one Redis server owned by (or, for REDIS_URL, lent to) a test.
+// Its methods must be called from the test's goroutine; the clients it
+// returns are safe for concurrent use.
+type Server struct {
+	t       testing.TB
+	backend Backend
+	url     string // External only
+	addr    string
+	dir     string
+	cmd     *exec.Cmd     // Real, while running
+	exited  chan struct{} // Real, closed when cmd exits
+	mini    *miniredis.Miniredis
+}
+
+// Start returns a client to a fresh Redis server (see StartServer); the
+// server is stopped and the client closed when the test ends.
+func Start(t testing.TB) *goredis.Client {
+	t.Helper()
+	return StartServer(t).Client()
+}
+
+// StartServer starts a fresh redis-server on a free loopback port, with
+// persistence off and its files in t.TempDir(), waits until it answers PING
+// and stops it at t.Cleanup. With REDIS_URL set it uses that server instead,
+// flushing its database; with no redis-server on PATH it falls back to
+// miniredis, or fails the test if TOLLGATE_TEST_REQUIRE_REDIS=1.
+func StartServer(t testing.TB) *Server {
+	t.Helper()
+	backend, err := chooseBackend(os.Getenv, exec.LookPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{t: t, backend: backend}
+	switch backend {
+	case External:
+		s.startExternal(os.Getenv(EnvURL))
+	case Mini:
+		s.startMini()
+	case Real:
+		s.dir = t.TempDir()
+		s.startReal()
+	}
+	t.Cleanup(s.shutdown)
+	return s
+}
+
+// chooseBackend decides where the server comes from, given the environment
+// and a PATH lookup.
+func chooseBackend(getenv func(string) string, lookPath func(string) (string, error)) (Backend, error) {
+	if getenv(EnvURL) != "" {
+		return External, nil
+	}
+	if _, err := lookPath("redis-server"); err == nil {
+		return Real, nil
+	}
+	if getenv(EnvRequire) == "1" {
+		return 0, fmt.Errorf("redistest: redis-server is not on PATH and %s=1: install it (apt-get install redis-server, brew install redis) or point %s at a server",
+			EnvRequire, EnvURL)
+	}
+	return Mini, nil
+}
+
+// Backend reports what kind of server s is.
+func (s *Server) Backend() Backend { return s.backend }
+
+// Addr returns the server's host:port.
+func (s *Server) Addr() string { return s.addr }
+
+// URL returns a redis:// URL for the server (REDIS_URL itself when set).
+func (s *Server) URL() string {
+	if s.backend == External {
+		return s.url
+	}
+	return "redis://" + s.addr + "/0"
+}
+
+// Options returns fresh client options for the server, for callers that want
+// to change timeouts or pool sizes before building a client.
+func (s *Server) Options() *goredis.Options {
+	s.t.Helper()
+	opts, err := goredis.ParseURL(s.URL())
+	if err != nil {
+		s.t.Fatalf("redistest: parse %q: %v", s.URL(), err)
+	}
+	return opts
+}
+
+// Client returns a new client to the server, closed when the test ends.
+func (s *Server) Client() *goredis.Client {
+	s.t.Helper()
+	c := goredis.NewClient(s.Options())
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Stop stops the server, as an outage would: clients then fail to connect.
+// Stopping a stopped server does nothing. With REDIS_URL set the test is
+// skipped, since the server is not the test's to stop.
+func (s *Server) Stop() {
+	s.t.Helper()
+	switch s.backend {
+	case External:
+		s.t.Skipf("redistest: %s points at an external server, which a test cannot stop; unset it to run outage tests", EnvURL)
+	case Mini:
+		s.mini.Close()
+	case Real:
+		s.stopReal()
+	}
+}
+
+// Restart stops the server if it runs and starts it again on the same
+// address. Like a Redis without persistence after a crash, it comes back
+// empty. With REDIS_URL set the test is skipped.
+func (s *Server) Restart() {
+	s.t.Helper()
+	switch s.backend {
+	case External:
+		s.t.Skipf("redistest: %s points at an external server, which a test cannot restart; unset it to run outage tests", EnvURL)
+	case Mini:
+		s.mini.Close()
+		if err := s.mini.Restart(); err != nil {
+			s.t.Fatalf("redistest: restart miniredis on %s: %v", s.addr, err)
+		}
+		s.mini.FlushAll()
+	case Real:
+		s.stopReal()
+		if err := s.launch(); err != nil {
+			s.t.Fatalf("redistest: restart redis-server on %s: %v", s.addr, err)
+		}
+	}
+}
+
+func (s *Server) shutdown() {
+	switch s.backend {
+	case Mini:
+		s.mini.Close()
+	case Real:
+		s.stopReal()
+	}
+}
+
+func (s *Server) startExternal(url string) {
+	s.t.Helper()
+	s.url = url
+	opts, err := goredis.ParseURL(url)
+	if err != nil {
+		s.t.Fatalf("redistest: %s=%q: %v: use a URL such as redis://127.0.0.1:6379/15", EnvURL, url, err)
+	}
+	s.addr = opts.Addr
+	c := goredis.NewClient(opts)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if err := c.FlushDB(ctx).Err(); err != nil {
+		s.t.Fatalf("redistest: flush %s=%q: %v", EnvURL, url, err)
+	}
+}
+
+func (s *Server) startMini() {
+	s.t.Helper()
+	s.mini = miniredis.NewMiniRedis()
+	if err := s.mini.StartAddr("127.0.0.1:0"); err != nil {
+		s.t.Fatalf("redistest: start miniredis: %v", err)
+	}
+	s.addr = s.mini.Addr()
+}
+
+// startReal picks a free port and launches redis-server on it, trying a few
+// ports in case another process takes the chosen one first.
+func (s *Server) startReal() {
+	s.t.Helper()
+	var err error
+	for range 3 {
+		var port int
+		if port, err = freePort(); err != nil {
+			continue
+		}
+		s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if err = s.launch(); err == nil {
+			return
+		}
+	}
+	s.t.Fatalf("redistest: start redis-server: %v", err)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// launch starts redis-server on s.addr and waits until it answers PING.
+func (s *Server) launch() error {
+	_, port, _ := net.SplitHostPort(s.addr)
+	logFile := filepath.Join(s.dir, "redis-"+port+".log")
+	cmd := exec.Command("redis-server",
+		"--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--logfile", logFile,
+		"--daemonize", "no", "--protected-mode", "no")
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	s.cmd, s.exited = cmd, exited
+
+	c := goredis.NewClient(&goredis.Options{Addr: s.addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			s.cmd = nil
+			log, _ := os.ReadFile(logFile)
+			return fmt.Errorf("redis-server on %s exited: %s", s.addr, lastLines(log, 5))
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.stopReal()
+			return fmt.Errorf("redis-server on %s did not answer PING within %s: %w", s.addr, startTimeout, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (s *Server) stopReal() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(5 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+	s.cmd = nil
+}
+
+func lastLines(b []byte, n int) string {
+	end := len(b)
+	for end > 0 && (b[end-1] == '\n' || b[end-1] == '\r') {
+		end--
+	}
+	start := end
+	for lines := 0; start > 0; start-- {
+		if b[start-1] == '\n' {
+			if lines++; lines == n {
+				break
+			}
+		}
+	}
+	if start == end {
+		return "(empty log)"
+	}
+	return string(b[start:end])
+}
