@@ -1,0 +1,103 @@
+package quota_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+func TestPolicyValidate(t *testing.T) {
+	rpm := quota.PerMinute(quota.Requests, 100)
+	for _, c := range []struct {
+		name   string
+		policy quota.Policy
+		field  string
+	}{
+		{"bad limit", quota.Policy{Limits: []quota.Limit{rpm, quota.PerMinute(quota.Tokens, 0)}}, "limit.tokens.capacity"},
+		{"duplicate axis", quota.Policy{Limits: []quota.Limit{rpm, quota.PerSecond(quota.Requests, 2)}}, "limit.requests"},
+		{"negative headroom", quota.Policy{Limits: []quota.Limit{rpm}, Headroom: -0.1}, "headroom"},
+		{"NaN headroom", quota.Policy{Limits: []quota.Limit{rpm}, Headroom: math.NaN()}, "headroom"},
+		{"whole headroom", quota.Policy{Limits: []quota.Limit{rpm}, Headroom: 1}, "headroom"},
+		{"headroom leaving nothing", quota.Policy{Limits: []quota.Limit{quota.Concurrent(1)}, Headroom: 0.5}, "headroom"},
+		{"negative reserve", quota.Policy{Limits: []quota.Limit{rpm}, PriorityReserve: -0.5}, "priority_reserve"},
+		{"NaN reserve", quota.Policy{Limits: []quota.Limit{rpm}, PriorityReserve: math.NaN()}, "priority_reserve"},
+		{"whole reserve", quota.Policy{Limits: []quota.Limit{rpm}, PriorityReserve: 1}, "priority_reserve"},
+		{"negative max wait", quota.Policy{Limits: []quota.Limit{rpm}, MaxWait: -time.Second}, "max_wait"},
+		{"negative lease ttl", quota.Policy{Limits: []quota.Limit{rpm}, LeaseTTL: -time.Second}, "lease_ttl"},
+	} {
+		t.Run(c.name, func(t *testing.T) { requireInvalid(t, c.policy.Validate(), c.field) })
+	}
+	require.NoError(t, quota.Policy{}.Validate(), "a policy without limits admits everything")
+	require.NoError(t, quota.Policy{Limits: []quota.Limit{rpm, quota.PerDay(quota.Requests, 1000, nil), quota.Concurrent(4)},
+		Headroom: 0.1, PriorityReserve: 0.2, MaxWait: time.Minute, LeaseTTL: time.Minute}.Validate())
+}
+
+func TestPolicyDerived(t *testing.T) {
+	p := quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Tokens, 1000)}, Headroom: 0.15, PriorityReserve: 0.2}
+	l, ok := p.Limit(quota.Tokens)
+	require.True(t, ok)
+	require.Equal(t, quota.PerMinute(quota.Tokens, 1000), l)
+	_, ok = p.Limit(quota.Requests)
+	require.False(t, ok)
+
+	require.Equal(t, int64(850), p.Effective(1000))
+	require.Equal(t, int64(8), p.Effective(10), "rounded down")
+	require.InDelta(t, 170, p.Reserved(850), 1e-9)
+
+	d := quota.Policy{}.WithDefaults()
+	require.Equal(t, quota.DefaultMaxWait, d.MaxWait)
+	require.Equal(t, quota.DefaultLeaseTTL, d.LeaseTTL)
+	set := quota.Policy{MaxWait: time.Second, LeaseTTL: time.Minute}.WithDefaults()
+	require.Equal(t, time.Second, set.MaxWait)
+	require.Equal(t, time.Minute, set.LeaseTTL)
+}
+
+func TestPolicies(t *testing.T) {
+	account := quota.Key{Provider: "openai", Account: "org", Model: "gpt-4o"}
+	vip := quota.Key{Provider: "openai", Account: "org", Model: "gpt-4o", Tenant: "vip"}
+	other := quota.Key{Provider: "openai", Account: "org", Model: "gpt-4o", Tenant: "other"}
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{
+		account: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 100)}},
+		vip:     {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10)}, MaxWait: time.Second},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []quota.Key{account, vip}, ps.Keys())
+
+	for _, c := range []struct {
+		name   string
+		key    quota.Key
+		bucket quota.Key
+		ok     bool
+	}{
+		{"account", account, account, true},
+		{"tenant with a policy", vip, vip, true},
+		{"tenant without one", other, account, true},
+		{"unknown", quota.Key{Provider: "anthropic", Model: "claude"}, quota.Key{}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bucket, p, ok := ps.Lookup(c.key)
+			require.Equal(t, c.ok, ok)
+			require.Equal(t, c.bucket, bucket)
+			if ok {
+				require.Equal(t, quota.DefaultLeaseTTL, p.LeaseTTL, "defaults filled in")
+			}
+		})
+	}
+	_, p, _ := ps.Lookup(vip)
+	require.Equal(t, time.Second, p.MaxWait)
+
+	_, err = quota.NewPolicies(map[quota.Key]quota.Policy{{Provider: "openai"}: {}})
+	requireInvalid(t, err, "key.model")
+	_, err = quota.NewPolicies(map[quota.Key]quota.Policy{account: {Headroom: 2}})
+	requireInvalid(t, err, "headroom")
+	require.ErrorContains(t, err, account.String(), "the error names the key")
+
+	var none quota.Policies
+	_, _, ok := none.Lookup(account)
+	require.False(t, ok, "the zero Policies holds none")
+	require.Empty(t, none.Keys())
+}
