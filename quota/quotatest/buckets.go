@@ -1,0 +1,181 @@
+package quotatest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+// testRefill: buckets refill lazily and continuously at capacity per period,
+// and a full bucket earns nothing while idle.
+func testRefill(t *testing.T, s suite) {
+	e := s.setup(t, "refill", quota.Policy{Limits: []quota.Limit{
+		quota.PerMinute(rq, 60),    // 1 per second
+		quota.PerMinute(tk, 90000), // 1500 per second
+	}})
+	e.levels(map[quota.Axis]float64{rq: 60, tk: 90000})
+	require.Equal(t, int64(60), e.axis(rq).Capacity)
+
+	e.expect(granted, "a", quota.Cost{Requests: 60, Tokens: 90000})
+	e.levels(map[quota.Axis]float64{rq: 0, tk: 0})
+
+	e.clock.Advance(500 * time.Millisecond)
+	e.levels(map[quota.Axis]float64{rq: 0.5, tk: 750})
+	e.clock.Advance(14500 * time.Millisecond)
+	e.levels(map[quota.Axis]float64{rq: 15, tk: 22500})
+
+	e.clock.Advance(time.Hour)
+	e.levels(map[quota.Axis]float64{rq: 60, tk: 90000})
+
+	// An hour idle earned nothing past the capacity: after spending it all,
+	// the next request waits a full refill interval.
+	e.expect(granted, "b", reqs(60))
+	e.expect(queued(time.Second, rq), "c", reqs(1))
+	e.level(rq, -1)
+}
+
+// testAllOrNothing: a refusal on any axis charges no axis; a queued ticket
+// charges every axis.
+func testAllOrNothing(t *testing.T, s suite) {
+	e := s.setup(t, "all-or-nothing", quota.Policy{
+		Limits:  []quota.Limit{quota.PerMinute(rq, 10), quota.PerMinute(tk, 600)}, // tokens: 10 per second
+		MaxWait: 5 * time.Second,
+	})
+	e.expect(granted, "a", quota.Cost{Requests: 1, Tokens: 600})
+	e.levels(map[quota.Axis]float64{rq: 9, tk: 0})
+
+	// 100 tokens take 10s: past MaxWait, so refused, and requests untouched.
+	e.expect(refused(10*time.Second, quota.Capacity, tk), "b", quota.Cost{Requests: 1, Tokens: 100})
+	e.levels(map[quota.Axis]float64{rq: 9, tk: 0})
+
+	// 30 tokens take 3s: queued, and both axes charged.
+	e.expect(queued(3*time.Second, tk), "c", quota.Cost{Requests: 1, Tokens: 30})
+	e.levels(map[quota.Axis]float64{rq: 8, tk: -30})
+
+	// A spent daily window refuses before any bucket is charged.
+	d := s.setup(t, "all-or-nothing-daily", quota.Policy{
+		Limits: []quota.Limit{quota.PerMinute(rq, 10), quota.PerDay(tk, 100, nil)},
+	})
+	d.expect(granted, "a", quota.Cost{Requests: 1, Tokens: 100})
+	d.expect(refused(6*time.Hour, quota.DailyLimit, tpd), "b", quota.Cost{Requests: 1, Tokens: 1})
+	d.levels(map[quota.Axis]float64{rq: 9, tpd: 0})
+}
+
+// testHeadroom: Headroom lowers every axis's capacity, and with it the refill
+// rate (capacity per period).
+func testHeadroom(t *testing.T, s suite) {
+	e := s.setup(t, "headroom", quota.Policy{
+		Limits:   []quota.Limit{quota.PerMinute(rq, 100), quota.PerDay(tk, 1000, nil), quota.Concurrent(10)},
+		Headroom: 0.1,
+	})
+	snap := e.snapshot()
+	require.Len(t, snap.Axes, 3)
+	for i, want := range []struct {
+		axis      quota.Axis
+		capacity  int64
+		available float64
+	}{{rq, 90, 90}, {tpd, 900, 900}, {cc, 9, 9}} {
+		require.Equal(t, want.axis, snap.Axes[i].Axis)
+		require.Equal(t, want.capacity, snap.Axes[i].Capacity, "capacity of %s", want.axis)
+		require.InDelta(t, want.available, snap.Axes[i].Available, LevelDelta, "available %s", want.axis)
+	}
+
+	e.expect(leased(start().Add(quota.DefaultLeaseTTL)), "a", reqs(90))
+	// 90 per minute refill 1.5 per second: one request takes 2/3 s.
+	e.expect(queued(time.Second*2/3, rq), "b", reqs(1))
+
+	_, err := e.store.Reserve(e.ctx, quota.Reservation{Key: e.key, Ticket: "c", Cost: reqs(91)})
+	var oversize *quota.OversizeError
+	require.ErrorAs(t, err, &oversize)
+	require.Equal(t, quota.OversizeError{Key: e.key, Axis: rq, Cost: 91, Capacity: 90}, *oversize)
+	_, err = e.store.Reserve(e.ctx, quota.Reservation{Key: e.key, Ticket: "d", Cost: tokens(901)})
+	require.ErrorAs(t, err, &oversize)
+	require.Equal(t, quota.OversizeError{Key: e.key, Axis: tpd, Cost: 901, Capacity: 900}, *oversize)
+}
+
+// testPriorityReserve: Low callers wait until the level covers their cost
+// plus the reserve; Normal callers do not.
+func testPriorityReserve(t *testing.T, s suite) {
+	e := s.setup(t, "priority-reserve", quota.Policy{
+		Limits:          []quota.Limit{quota.Per(rq, 10, 10*time.Second)}, // 1 per second, 2 reserved
+		PriorityReserve: 0.2,
+	})
+	e.expectAs(granted, "low-a", reqs(8), quota.Low) // 8 + 2 reserved fit in 10
+	e.level(rq, 2)
+	e.expectAs(queued(time.Second, rq), "low-b", reqs(1), quota.Low) // needs 3, has 2
+	e.level(rq, 1)
+	e.expectAs(granted, "normal-c", reqs(1), quota.Normal) // needs 1, has 1
+	e.level(rq, 0)
+	e.expectAs(queued(time.Second, rq), "normal-d", reqs(1), quota.Normal)
+	e.level(rq, -1)
+
+	// Low may never ask for more than capacity less the reserve.
+	_, err := e.store.Reserve(e.ctx, quota.Reservation{Key: e.key, Ticket: "low-e", Cost: reqs(9), Priority: quota.Low})
+	var oversize *quota.OversizeError
+	require.ErrorAs(t, err, &oversize)
+	require.Equal(t, quota.OversizeError{Key: e.key, Axis: rq, Cost: 9, Capacity: 10}, *oversize)
+	e.level(rq, -1)
+
+	// Daily windows keep the reserve too.
+	d := s.setup(t, "priority-reserve-daily", quota.Policy{
+		Limits:          []quota.Limit{quota.PerDay(tk, 1000, nil)},
+		PriorityReserve: 0.2,
+	})
+	d.expectAs(granted, "low-a", tokens(800), quota.Low)
+	d.expectAs(refused(6*time.Hour, quota.DailyLimit, tpd), "low-b", tokens(1), quota.Low)
+	d.expectAs(granted, "normal-c", tokens(200), quota.Normal)
+	d.expectAs(refused(6*time.Hour, quota.DailyLimit, tpd), "normal-d", tokens(1), quota.Normal)
+	d.level(tpd, 0)
+}
+
+// testMaxWait: a ticket that would wait longer than MaxWait is refused, told
+// the wait, and reserves nothing; one that waits exactly MaxWait is queued.
+func testMaxWait(t *testing.T, s suite) {
+	e := s.setup(t, "max-wait", quota.Policy{
+		Limits:  []quota.Limit{quota.Per(rq, 1, time.Second)},
+		MaxWait: 3 * time.Second,
+	})
+	e.expect(granted, "a", reqs(1))
+	e.expect(queued(1*time.Second, rq), "b", reqs(1))
+	e.expect(queued(2*time.Second, rq), "c", reqs(1))
+	e.expect(queued(3*time.Second, rq), "d", reqs(1))
+	e.expect(refused(4*time.Second, quota.Capacity, rq), "e", reqs(1))
+	e.level(rq, -3)
+	// Refused took no place: asking again is a fresh decision.
+	e.expect(refused(4*time.Second, quota.Capacity, rq), "e", reqs(1))
+	e.clock.Advance(time.Second)
+	e.expect(queued(3*time.Second, rq), "e", reqs(1))
+	e.level(rq, -3)
+}
+
+// testOversize: a cost above an axis's capacity fails at once with an
+// *quota.OversizeError and charges nothing; a cost equal to it fits.
+func testOversize(t *testing.T, s suite) {
+	e := s.setup(t, "oversize", quota.Policy{
+		Limits: []quota.Limit{quota.PerMinute(rq, 10), quota.PerDay(tk, 1000, nil)},
+	})
+	for _, c := range []struct {
+		name string
+		cost quota.Cost
+		want quota.OversizeError
+	}{
+		{"bucket", reqs(11), quota.OversizeError{Key: e.key, Axis: rq, Cost: 11, Capacity: 10}},
+		{"daily", quota.Cost{Requests: 1, Tokens: 1001}, quota.OversizeError{Key: e.key, Axis: tpd, Cost: 1001, Capacity: 1000}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := e.store.Reserve(e.ctx, quota.Reservation{Key: e.key, Ticket: c.name, Cost: c.cost})
+			require.ErrorIs(t, err, quota.ErrOversize)
+			require.False(t, errors.Is(err, quota.ErrInvalid), "oversize is not invalid input: %v", err)
+			var oversize *quota.OversizeError
+			require.ErrorAs(t, err, &oversize)
+			require.Equal(t, c.want, *oversize)
+			e.levels(map[quota.Axis]float64{rq: 10, tpd: 1000})
+		})
+	}
+	e.expect(granted, "whole", quota.Cost{Requests: 10, Tokens: 1000})
+	e.levels(map[quota.Axis]float64{rq: 0, tpd: 0})
+}

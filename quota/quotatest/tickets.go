@@ -1,0 +1,177 @@
+package quotatest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+// testQueueOrder: successive tickets mature at successive exact times, each
+// keeps its maturity, and newcomers queue behind.
+func testQueueOrder(t *testing.T, s suite) {
+	e := s.setup(t, "queue-order", quota.Policy{Limits: []quota.Limit{quota.Per(rq, 1, time.Second)}})
+	e.expect(granted, "a", reqs(1))
+	e.expect(queued(1*time.Second, rq), "b", reqs(1))
+	e.expect(queued(2*time.Second, rq), "c", reqs(1))
+	e.expect(queued(3*time.Second, rq), "d", reqs(1))
+	e.level(rq, -3)
+
+	e.clock.Advance(500 * time.Millisecond)
+	e.expect(queued(500*time.Millisecond, rq), "b", reqs(1))
+	e.expect(queued(1500*time.Millisecond, rq), "c", reqs(1))
+	e.expect(queued(2500*time.Millisecond, rq), "d", reqs(1))
+	e.level(rq, -2.5)
+
+	e.clock.Advance(500 * time.Millisecond) // 1s
+	e.expect(granted, "b", reqs(1))
+	e.expect(queued(1*time.Second, rq), "c", reqs(1))
+	e.expect(queued(3*time.Second, rq), "e", reqs(1)) // behind d, which matures at 3s
+	e.level(rq, -3)
+
+	e.clock.Advance(2 * time.Second) // 3s
+	e.expect(granted, "c", reqs(1))
+	e.expect(granted, "d", reqs(1))
+	e.expect(queued(1*time.Second, rq), "e", reqs(1))
+	e.level(rq, -1)
+}
+
+// testIdempotentTicket: reserving again under a ticket returns the same
+// maturity, then the grant, and never charges twice.
+func testIdempotentTicket(t *testing.T, s suite) {
+	e := s.setup(t, "idempotent", quota.Policy{Limits: []quota.Limit{
+		quota.Per(rq, 1, time.Second),
+		quota.PerMinute(tk, 6000), // 100 per second
+	}})
+	cost := quota.Cost{Requests: 1, Tokens: 100}
+	e.expect(granted, "a", cost)
+	e.expect(granted, "a", cost)
+	e.levels(map[quota.Axis]float64{rq: 0, tk: 5900})
+
+	e.expect(queued(time.Second, rq), "b", cost)
+	e.expect(queued(time.Second, rq), "b", cost)
+	e.expect(queued(time.Second, rq), "b", cost)
+	e.levels(map[quota.Axis]float64{rq: -1, tk: 5800})
+
+	e.clock.Advance(time.Second)
+	e.expect(granted, "b", cost)
+	e.expect(granted, "b", cost)
+	e.levels(map[quota.Axis]float64{rq: 0, tk: 5900})
+
+	e.settle("b", cost)
+	err := e.store.Settle(e.ctx, e.key, "b", cost)
+	require.ErrorIs(t, err, quota.ErrUnknownTicket, "a second Settle finds no grant")
+	// A settled ticket is forgotten: reserving under it again charges afresh.
+	e.expect(queued(time.Second, rq), "b", cost)
+	e.levels(map[quota.Axis]float64{rq: -1, tk: 5800})
+}
+
+// testSettle: Settle charges or refunds the difference between the actual
+// cost and the estimate, on buckets and daily windows; a refund never fills a
+// bucket past its capacity, and an overrun larger than the capacity is
+// charged in full.
+func testSettle(t *testing.T, s suite) {
+	e := s.setup(t, "settle", quota.Policy{Limits: []quota.Limit{
+		quota.PerMinute(tk, 6000), // 100 per second
+		quota.PerDay(tk, 100000, nil),
+	}})
+	e.expect(granted, "a", tokens(1000))
+	e.levels(map[quota.Axis]float64{tk: 5000, tpd: 99000})
+	e.settle("a", tokens(1500))
+	e.levels(map[quota.Axis]float64{tk: 4500, tpd: 98500})
+
+	e.expect(granted, "b", tokens(1000))
+	e.settle("b", tokens(200))
+	e.levels(map[quota.Axis]float64{tk: 4300, tpd: 98300})
+
+	e.expect(granted, "c", tokens(1000))
+	e.levels(map[quota.Axis]float64{tk: 3300, tpd: 97300})
+	e.clock.Advance(time.Minute)
+	e.level(tk, 6000)
+	e.settle("c", tokens(0))
+	e.levels(map[quota.Axis]float64{tk: 6000, tpd: 98300})
+
+	e.expect(granted, "d", tokens(6000))
+	e.settle("d", tokens(20000))
+	e.levels(map[quota.Axis]float64{tk: -14000, tpd: 78300})
+	e.expect(queued(141*time.Second, tk), "e", tokens(100))
+}
+
+// testCancel: Cancel refunds a queued or granted ticket's whole charge
+// (capped at capacity), releases its lease and forgets it.
+func testCancel(t *testing.T, s suite) {
+	e := s.setup(t, "cancel", quota.Policy{
+		Limits:   []quota.Limit{quota.Per(rq, 1, time.Second), quota.PerDay(rq, 10, nil), quota.Concurrent(1)},
+		LeaseTTL: time.Minute,
+	})
+	e.expect(leased(start().Add(time.Minute)), "a", reqs(1))
+	e.levels(map[quota.Axis]float64{rq: 0, rpd: 9, cc: 0})
+	e.expect(queued(time.Second, rq), "b", reqs(1))
+	e.levels(map[quota.Axis]float64{rq: -1, rpd: 8, cc: 0})
+
+	e.cancel("b")
+	e.levels(map[quota.Axis]float64{rq: 0, rpd: 9, cc: 0})
+	e.expect(queued(time.Second, rq), "b", reqs(1)) // charged afresh
+	e.level(rq, -1)
+	e.cancel("b")
+
+	e.cancel("a")
+	e.levels(map[quota.Axis]float64{rq: 1, rpd: 10, cc: 1})
+	require.ErrorIs(t, e.store.Settle(e.ctx, e.key, "a", reqs(1)), quota.ErrUnknownTicket)
+	e.cancel("a")
+	e.cancel("never-reserved")
+
+	e.expect(leased(start().Add(time.Minute)), "c", reqs(1))
+	e.clock.Advance(5 * time.Second)
+	e.cancel("c")
+	e.levels(map[quota.Axis]float64{rq: 1, rpd: 10, cc: 1})
+}
+
+// testTicketExpiry: a granted ticket is forgotten LeaseTTL after its grant, a
+// queued one LeaseTTL after its maturity; a forgotten ticket is charged
+// afresh and cannot be settled.
+func testTicketExpiry(t *testing.T, s suite) {
+	e := s.setup(t, "ticket-expiry", quota.Policy{
+		Limits:   []quota.Limit{quota.Per(rq, 1, time.Second)},
+		LeaseTTL: 10 * time.Second,
+	})
+	e.expect(granted, "a", reqs(1))                 // forgotten at 10s
+	e.expect(queued(time.Second, rq), "b", reqs(1)) // forgotten at 11s unless granted
+	e.level(rq, -1)
+
+	e.clock.Advance(10 * time.Second) // 10s
+	require.ErrorIs(t, e.store.Settle(e.ctx, e.key, "a", reqs(1)), quota.ErrUnknownTicket)
+	e.level(rq, 1)
+	e.expect(granted, "b", reqs(1)) // still held: granted without a charge, forgotten at 20s
+	e.level(rq, 1)
+	e.expect(granted, "a", reqs(1)) // forgotten: charged afresh
+	e.level(rq, 0)
+	e.expect(queued(time.Second, rq), "c", reqs(1)) // matures at 11s, forgotten at 21s
+
+	e.clock.Advance(10*time.Second - time.Millisecond) // 19.999s
+	e.settle("b", reqs(1))
+	e.clock.Advance(time.Millisecond + 1*time.Second) // 21s
+	e.level(rq, 1)
+	e.expect(granted, "c", reqs(1)) // forgotten: charged afresh
+	e.level(rq, 0)
+}
+
+// testUnknownTicket: Settle needs a grant.
+func testUnknownTicket(t *testing.T, s suite) {
+	e := s.setup(t, "unknown-ticket", quota.Policy{Limits: []quota.Limit{quota.Per(rq, 1, time.Second)}})
+	err := e.store.Settle(e.ctx, e.key, "never-reserved", reqs(1))
+	require.ErrorIs(t, err, quota.ErrUnknownTicket)
+	require.ErrorContains(t, err, "never-reserved", "the error names the ticket")
+
+	e.expect(granted, "a", reqs(1))
+	e.expect(queued(time.Second, rq), "b", reqs(1))
+	require.ErrorIs(t, e.store.Settle(e.ctx, e.key, "b", reqs(1)), quota.ErrUnknownTicket, "b is queued, not granted")
+	e.expect(queued(time.Second, rq), "b", reqs(1)) // and keeps its place
+	e.level(rq, -1)
+
+	e.settle("a", reqs(1))
+	require.ErrorIs(t, e.store.Settle(e.ctx, e.key, "a", reqs(1)), quota.ErrUnknownTicket, "a is settled already")
+	e.level(rq, -1)
+}
