@@ -1,0 +1,15 @@
+// Package memory is a quota.Store kept in one process's memory.
+//
+// It suits a single worker, tests, and the "local" failure policy of a fleet
+// store. Every continuously refilling axis of a key (requests, tokens, input
+// and output tokens per period) is a golang.org/x/time/rate.Limiter whose
+// rate is the axis's effective capacity per period and whose burst is that
+// capacity; a charge is ReserveN, which lets the level go below zero (the
+// capacity promised to queued tickets), and a refund is ReserveN with a
+// negative count, which the limiter caps at its burst on the next read.
+// Daily windows and concurrency leases are plain fields. All the axes of a key
+// are decided under that key's mutex, so a Reserve is all or nothing and keys
+// never contend with each other.
+//
+// The behaviour is the one quota/quotatest asserts, shared with quota/redis.
+package memory

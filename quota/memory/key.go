@@ -1,0 +1,356 @@
+package memory
+
+import (
+	"sync"
+	"time"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+// keyState is everything one bucket key holds. mu guards every field but key
+// and policy, which never change.
+type keyState struct {
+	mu     sync.Mutex
+	key    quota.Key
+	policy quota.Policy
+
+	buckets []bucket // in quota.Axes() order
+	windows []window // in quota.Axes() order
+
+	// concurrency is the effective number of leases, 0 without a limit.
+	concurrency int64
+	// leases are the slots of the tickets holding a lease.
+	leases []int32
+
+	pausedUntil time.Time
+	pauseReason string
+
+	tickets tickets
+}
+
+func newKeyState(k quota.Key, p quota.Policy) *keyState {
+	ks := &keyState{key: k, policy: p}
+	for _, a := range quota.Axes() {
+		l, ok := p.Limit(a)
+		if !ok {
+			continue
+		}
+		capacity := p.Effective(l.Capacity)
+		switch a.Kind() {
+		case quota.Bucket:
+			ks.buckets = append(ks.buckets, newBucket(a, l.Period, capacity))
+		case quota.DailyWindow:
+			ks.windows = append(ks.windows, window{axis: a, zone: l.Zone(), capacity: capacity})
+		case quota.Leases:
+			ks.concurrency = capacity
+		}
+	}
+	return ks
+}
+
+// reserved is the part of capacity closed to priority.
+func (ks *keyState) reserved(priority quota.Priority, capacity int64) float64 {
+	if priority == quota.Low {
+		return ks.policy.Reserved(capacity)
+	}
+	return 0
+}
+
+// reserve decides r at now. ks.mu is held.
+func (ks *keyState) reserve(now time.Time, r quota.Reservation) (quota.Decision, error) {
+	if err := ks.oversize(r); err != nil {
+		return quota.Decision{}, err
+	}
+	ks.sweep(now)
+	if slot, ok := ks.tickets.find(r.Ticket); ok {
+		if ks.tickets.slab[slot].expiry.After(now) {
+			return ks.known(now, slot), nil
+		}
+		ks.forget(slot)
+	}
+	return ks.fresh(now, r), nil
+}
+
+// oversize returns an *quota.OversizeError when r's cost exceeds the whole
+// capacity open to its priority on some axis.
+func (ks *keyState) oversize(r quota.Reservation) error {
+	check := func(axis quota.Axis, capacity int64) error {
+		cost := r.Cost.On(axis)
+		if float64(cost) > float64(capacity)-ks.reserved(r.Priority, capacity) {
+			return &quota.OversizeError{Key: ks.key, Axis: axis, Cost: cost, Capacity: capacity}
+		}
+		return nil
+	}
+	for i := range ks.buckets {
+		if err := check(ks.buckets[i].axis, ks.buckets[i].capacity); err != nil {
+			return err
+		}
+	}
+	for i := range ks.windows {
+		if err := check(ks.windows[i].axis, ks.windows[i].capacity); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fresh decides a ticket the key does not hold: refuse, or charge every axis
+// and queue or grant it.
+func (ks *keyState) fresh(now time.Time, r quota.Reservation) quota.Decision {
+	if ks.pausedUntil.After(now) {
+		return ks.paused(quota.Refused, now)
+	}
+	for i := range ks.windows {
+		w := &ks.windows[i]
+		w.roll(now)
+		if float64(w.used+r.Cost.On(w.axis)) > float64(w.capacity)-ks.reserved(r.Priority, w.capacity) {
+			return quota.Decision{Outcome: quota.Refused, Wait: w.end.Sub(now), Reason: quota.DailyLimit, Axis: w.axis}
+		}
+	}
+	var wait time.Duration
+	var axis quota.Axis
+	for i := range ks.buckets {
+		b := &ks.buckets[i]
+		need := float64(r.Cost.On(b.axis)) + ks.reserved(r.Priority, b.capacity)
+		if w := b.waitFor(now, need); w > wait {
+			wait, axis = w, b.axis
+		}
+	}
+	if wait > ks.policy.MaxWait {
+		return quota.Decision{Outcome: quota.Refused, Wait: wait, Reason: quota.Capacity, Axis: axis}
+	}
+
+	for i := range ks.buckets {
+		ks.buckets[i].charge(now, r.Cost.On(ks.buckets[i].axis))
+	}
+	for i := range ks.windows {
+		ks.windows[i].add(r.Cost.On(ks.windows[i].axis))
+	}
+	maturity := now.Add(wait)
+	slot := ks.tickets.add(ticket{id: r.Ticket, charged: r.Cost, state: queued, axis: axis,
+		maturity: maturity, expiry: maturity.Add(ks.policy.LeaseTTL)})
+	if wait > 0 {
+		return quota.Decision{Outcome: quota.Queued, Wait: wait, Reason: quota.Capacity, Axis: axis}
+	}
+	return ks.admit(now, slot)
+}
+
+// known answers a ticket the key holds, charging nothing.
+func (ks *keyState) known(now time.Time, slot int32) quota.Decision {
+	t := &ks.tickets.slab[slot]
+	if t.state == granted {
+		// The lease, if any, expires with the ticket, so it is still live.
+		return ks.grant(t)
+	}
+	paused := ks.pausedUntil.After(now)
+	if now.Before(t.maturity) {
+		if paused && ks.pausedUntil.After(t.maturity) {
+			return ks.paused(quota.Queued, now)
+		}
+		return quota.Decision{Outcome: quota.Queued, Wait: t.maturity.Sub(now), Reason: quota.Capacity, Axis: t.axis}
+	}
+	if paused {
+		return ks.paused(quota.Queued, now)
+	}
+	return ks.admit(now, slot)
+}
+
+// admit grants a matured ticket if a concurrency slot is free; otherwise the
+// ticket stays queued, its charge kept, and is told when a slot may free up.
+func (ks *keyState) admit(now time.Time, slot int32) quota.Decision {
+	leased := ks.concurrency > 0
+	if leased {
+		ks.dropExpiredLeases(now)
+		if int64(len(ks.leases)) >= ks.concurrency {
+			wait := quota.DefaultLeaseRetry
+			for _, l := range ks.leases {
+				wait = min(wait, ks.tickets.slab[l].expiry.Sub(now))
+			}
+			return quota.Decision{Outcome: quota.Queued, Wait: max(wait, time.Millisecond),
+				Reason: quota.ConcurrencyFull, Axis: quota.Concurrency}
+		}
+		ks.leases = append(ks.leases, slot)
+	}
+	ks.tickets.setExpiry(slot, now.Add(ks.policy.LeaseTTL))
+	t := &ks.tickets.slab[slot]
+	t.state = granted
+	t.leased = leased
+	return ks.grant(t)
+}
+
+func (ks *keyState) grant(t *ticket) quota.Decision {
+	d := quota.Decision{Outcome: quota.Granted}
+	if t.leased {
+		d.Lease, d.LeaseExpiry = true, t.expiry
+	}
+	return d
+}
+
+func (ks *keyState) paused(o quota.Outcome, now time.Time) quota.Decision {
+	return quota.Decision{Outcome: o, Wait: ks.pausedUntil.Sub(now), Reason: quota.Paused, PauseReason: ks.pauseReason}
+}
+
+// settle applies actual to the granted ticket and forgets it; false when the
+// key holds no live grant under id.
+func (ks *keyState) settle(now time.Time, id string, actual quota.Cost) bool {
+	ks.sweep(now)
+	slot, ok := ks.live(now, id)
+	if !ok || ks.tickets.slab[slot].state != granted {
+		return false
+	}
+	charged := ks.tickets.slab[slot].charged
+	for i := range ks.buckets {
+		b := &ks.buckets[i]
+		b.charge(now, actual.On(b.axis)-charged.On(b.axis))
+	}
+	for i := range ks.windows {
+		w := &ks.windows[i]
+		w.roll(now)
+		w.add(actual.On(w.axis) - charged.On(w.axis))
+	}
+	ks.forget(slot)
+	return true
+}
+
+// cancel refunds and forgets the ticket id, if the key holds it.
+func (ks *keyState) cancel(now time.Time, id string) {
+	ks.sweep(now)
+	slot, ok := ks.live(now, id)
+	if !ok {
+		return
+	}
+	charged := ks.tickets.slab[slot].charged
+	for i := range ks.buckets {
+		b := &ks.buckets[i]
+		b.charge(now, -charged.On(b.axis))
+	}
+	for i := range ks.windows {
+		w := &ks.windows[i]
+		w.roll(now)
+		w.add(-charged.On(w.axis))
+	}
+	ks.forget(slot)
+}
+
+// live finds the unexpired ticket id, forgetting it if it has expired.
+func (ks *keyState) live(now time.Time, id string) (int32, bool) {
+	slot, ok := ks.tickets.find(id)
+	if !ok {
+		return 0, false
+	}
+	if !ks.tickets.slab[slot].expiry.After(now) {
+		ks.forget(slot)
+		return 0, false
+	}
+	return slot, true
+}
+
+// forget drops a ticket and its lease.
+func (ks *keyState) forget(slot int32) {
+	if ks.tickets.slab[slot].leased {
+		for i, l := range ks.leases {
+			if l == slot {
+				ks.leases[i] = ks.leases[len(ks.leases)-1]
+				ks.leases = ks.leases[:len(ks.leases)-1]
+				break
+			}
+		}
+	}
+	ks.tickets.remove(slot)
+}
+
+// sweep forgets up to sweepBudget expired tickets.
+func (ks *keyState) sweep(now time.Time) {
+	for range sweepBudget {
+		slot, ok := ks.tickets.oldest()
+		if !ok || ks.tickets.slab[slot].expiry.After(now) {
+			return
+		}
+		ks.forget(slot)
+	}
+}
+
+// dropExpiredLeases forgets every leased ticket whose lease has expired.
+func (ks *keyState) dropExpiredLeases(now time.Time) {
+	for i := len(ks.leases) - 1; i >= 0; i-- {
+		if i < len(ks.leases) && !ks.tickets.slab[ks.leases[i]].expiry.After(now) {
+			ks.forget(ks.leases[i])
+		}
+	}
+}
+
+// pause extends the key's pause to until.
+func (ks *keyState) pause(now, until time.Time, reason string) {
+	if !until.After(now) || !until.After(ks.pausedUntil) {
+		return
+	}
+	ks.pausedUntil, ks.pauseReason = until, reason
+}
+
+// observe applies what a provider reported.
+func (ks *keyState) observe(now time.Time, obs []quota.Observation) {
+	for _, o := range obs {
+		switch o.Axis.Kind() {
+		case quota.Bucket:
+			for i := range ks.buckets {
+				b := &ks.buckets[i]
+				if b.axis != o.Axis {
+					continue
+				}
+				if ks.policy.AdoptObservedLimits && o.Limit > 0 {
+					b.resize(now, effectiveLimit(ks.policy, o.Limit))
+				}
+				if o.Remaining >= 0 {
+					b.lower(now, o.Remaining)
+				}
+			}
+		case quota.DailyWindow:
+			for i := range ks.windows {
+				w := &ks.windows[i]
+				if w.axis != o.Axis {
+					continue
+				}
+				w.roll(now)
+				if ks.policy.AdoptObservedLimits && o.Limit > 0 {
+					w.capacity = effectiveLimit(ks.policy, o.Limit)
+				}
+				if o.Remaining >= 0 {
+					w.used = max(w.used, w.capacity-o.Remaining)
+				}
+			}
+		}
+	}
+}
+
+// snapshot reports the key's levels at now.
+func (ks *keyState) snapshot(now time.Time) quota.Snapshot {
+	s := quota.Snapshot{Key: ks.key, At: now}
+	for _, a := range quota.Axes() {
+		switch a.Kind() {
+		case quota.Bucket:
+			for i := range ks.buckets {
+				if b := &ks.buckets[i]; b.axis == a {
+					s.Axes = append(s.Axes, quota.AxisLevel{Axis: a, Capacity: b.capacity, Available: b.level(now)})
+				}
+			}
+		case quota.DailyWindow:
+			for i := range ks.windows {
+				if w := &ks.windows[i]; w.axis == a {
+					w.roll(now)
+					s.Axes = append(s.Axes, quota.AxisLevel{Axis: a, Capacity: w.capacity,
+						Available: float64(w.capacity - w.used), ResetAt: w.end})
+				}
+			}
+		case quota.Leases:
+			if ks.concurrency > 0 {
+				ks.dropExpiredLeases(now)
+				s.Axes = append(s.Axes, quota.AxisLevel{Axis: a, Capacity: ks.concurrency,
+					Available: float64(ks.concurrency - int64(len(ks.leases)))})
+			}
+		}
+	}
+	if ks.pausedUntil.After(now) {
+		s.PausedUntil, s.PauseReason = ks.pausedUntil, ks.pauseReason
+	}
+	return s
+}

@@ -1,0 +1,184 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+// Options configures a Store. The zero value is ready to use.
+type Options struct {
+	// Clock tells the store the time. nil means quota.SystemClock{}. The
+	// clock must not run backwards.
+	Clock quota.Clock
+}
+
+// Store is a quota.Store held in memory. Build it with New; the zero Store is
+// not usable. It is safe for concurrent use: each key has its own mutex, and
+// the set of keys is fixed by the Policies given to New.
+type Store struct {
+	clock quota.Clock
+	keys  map[quota.Key]*keyState
+}
+
+var _ quota.Store = (*Store)(nil)
+
+// New returns a Store governing the keys of ps, every level full. It returns
+// an *quota.InvalidError if a policy in ps does not validate (which cannot
+// happen for Policies built by quota.NewPolicies).
+func New(ps quota.Policies, opts Options) (*Store, error) {
+	if opts.Clock == nil {
+		opts.Clock = quota.SystemClock{}
+	}
+	s := &Store{clock: opts.Clock, keys: make(map[quota.Key]*keyState)}
+	for _, k := range ps.Keys() {
+		_, p, _ := ps.Lookup(k)
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("memory: policy %s: %w", k, err)
+		}
+		s.keys[k] = newKeyState(k, p.WithDefaults())
+	}
+	return s, nil
+}
+
+// state returns the budget k is charged against: k's own, or for a key with a
+// tenant and no policy of its own, the account-wide key's (as
+// quota.Policies.Lookup resolves it). The map is never written after New, so
+// reading it needs no lock.
+func (s *Store) state(k quota.Key) (*keyState, error) {
+	if ks, ok := s.keys[k]; ok {
+		return ks, nil
+	}
+	if k.Tenant != "" {
+		if ks, ok := s.keys[k.WithoutTenant()]; ok {
+			return ks, nil
+		}
+	}
+	return nil, quota.NoPolicyError(k)
+}
+
+// lookup validates k and returns its state.
+func (s *Store) lookup(k quota.Key) (*keyState, error) {
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	return s.state(k)
+}
+
+// Reserve charges r.Cost against every axis of r.Key under r.Ticket, all or
+// nothing, as quota.Store documents. ctx is not used: the store never blocks
+// on anything but the key's mutex.
+func (s *Store) Reserve(_ context.Context, r quota.Reservation) (quota.Decision, error) {
+	if err := r.Validate(); err != nil {
+		return quota.Decision{}, err
+	}
+	ks, err := s.state(r.Key)
+	if err != nil {
+		return quota.Decision{}, err
+	}
+	now := s.clock.Now()
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.reserve(now, r)
+}
+
+// Settle charges or refunds the difference between actual and the estimate
+// charged under ticket and releases its lease. It returns
+// quota.ErrUnknownTicket (wrapped with the key and ticket) when the ticket is
+// not held as granted.
+func (s *Store) Settle(_ context.Context, key quota.Key, ticket string, actual quota.Cost) error {
+	if err := validTicket(ticket); err != nil {
+		return err
+	}
+	if err := actual.Validate(); err != nil {
+		return err
+	}
+	ks, err := s.lookup(key)
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if !ks.settle(now, ticket, actual) {
+		return fmt.Errorf("%w: %s ticket %q is not granted (never reserved, still queued, settled already or expired); settle only after Reserve granted it",
+			quota.ErrUnknownTicket, key, ticket)
+	}
+	return nil
+}
+
+// Cancel refunds the cost charged under ticket and releases its lease.
+// Unknown tickets are not an error.
+func (s *Store) Cancel(_ context.Context, key quota.Key, ticket string) error {
+	if err := validTicket(ticket); err != nil {
+		return err
+	}
+	ks, err := s.lookup(key)
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	ks.cancel(now, ticket)
+	return nil
+}
+
+// Pause refuses new tickets on key until until, with reason, extending (never
+// shortening) a pause in force. An until not after now does nothing.
+func (s *Store) Pause(_ context.Context, key quota.Key, until time.Time, reason string) error {
+	ks, err := s.lookup(key)
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	ks.pause(now, until, reason)
+	return nil
+}
+
+// Observe lowers key's levels to what the provider reported remains and, with
+// Policy.AdoptObservedLimits, adopts the reported limits. An observation of an
+// invalid axis is an *quota.InvalidError and nothing is changed.
+func (s *Store) Observe(_ context.Context, key quota.Key, obs []quota.Observation) error {
+	for _, o := range obs {
+		if !o.Axis.Valid() {
+			return &quota.InvalidError{Field: "observation.axis", Value: o.Axis.String(),
+				Problem: "is not a known axis", Fix: "report one of quota.Axes()"}
+		}
+	}
+	ks, err := s.lookup(key)
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	ks.observe(now, obs)
+	return nil
+}
+
+// Snapshot reports the levels now of the budget key is charged against
+// (Snapshot.Key names that budget: for a tenant without a policy of its own,
+// the account-wide key).
+func (s *Store) Snapshot(_ context.Context, key quota.Key) (quota.Snapshot, error) {
+	ks, err := s.lookup(key)
+	if err != nil {
+		return quota.Snapshot{}, err
+	}
+	now := s.clock.Now()
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.snapshot(now), nil
+}
+
+func validTicket(ticket string) error {
+	if ticket == "" {
+		return &quota.InvalidError{Field: "ticket", Value: "", Problem: "is empty",
+			Fix: "pass the ticket the call was reserved under"}
+	}
+	return nil
+}
