@@ -113,8 +113,10 @@ func (w *window) roll(now time.Time) {
 // add changes used by n (n < 0 refunds), never below zero.
 func (w *window) add(n int64) { w.used = max(w.used+n, 0) }
 
-// effectiveLimit returns p's budget for a provider limit, clamped to what a
-// store can hold: at least one unit, at most maxCapacity.
-func effectiveLimit(p quota.Policy, limit int64) int64 {
-	return min(max(p.Effective(min(limit, maxCapacity)), 1), maxCapacity)
+// adoptable returns p's budget for a limit a provider reported, capped at
+// maxCapacity, and false when headroom leaves less than one unit of it (such
+// a limit is not adopted, as a policy giving it would not validate).
+func adoptable(p quota.Policy, limit int64) (int64, bool) {
+	eff := p.Effective(min(limit, maxCapacity))
+	return eff, eff >= 1
 }

@@ -297,8 +297,8 @@ func (ks *keyState) observe(now time.Time, obs []quota.Observation) {
 				if b.axis != o.Axis {
 					continue
 				}
-				if ks.policy.AdoptObservedLimits && o.Limit > 0 {
-					b.resize(now, effectiveLimit(ks.policy, o.Limit))
+				if eff, ok := adoptable(ks.policy, o.Limit); ok && ks.policy.AdoptObservedLimits {
+					b.resize(now, eff)
 				}
 				if o.Remaining >= 0 {
 					b.lower(now, o.Remaining)
@@ -311,8 +311,8 @@ func (ks *keyState) observe(now time.Time, obs []quota.Observation) {
 					continue
 				}
 				w.roll(now)
-				if ks.policy.AdoptObservedLimits && o.Limit > 0 {
-					w.capacity = effectiveLimit(ks.policy, o.Limit)
+				if eff, ok := adoptable(ks.policy, o.Limit); ok && ks.policy.AdoptObservedLimits {
+					w.capacity = eff
 				}
 				if o.Remaining >= 0 {
 					w.used = max(w.used, w.capacity-o.Remaining)
