@@ -1,0 +1,141 @@
+package redis
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+// Kinds as the script numbers them.
+const (
+	kindBucket = "1"
+	kindDaily  = "2"
+	kindLeases = "3"
+)
+
+// dailySpan is how many midnights are passed per daily axis: from two days
+// before the caller's clock to three days after, so the script finds the
+// window containing Redis TIME even if the caller's clock is a day off.
+const dailySpan = 6
+
+// keyState is what a Store precomputes for one policy key: its Redis keys and
+// the static part of the script's arguments, so a call allocates little.
+type keyState struct {
+	key    quota.Key
+	policy quota.Policy
+	state  string // the key's hash
+	leases string // its lease zset
+	ticket string // prefix of its ticket hashes
+	// static is ARGV[3:] up to the daily midnights (see lua.go).
+	static []any
+	// zones are the time zones of the daily limits, in the order the
+	// script reads their midnights.
+	zones []*time.Location
+	// limited lists the policy's axes in quota.Axes() order.
+	limited []quota.Axis
+	daily   atomic.Pointer[dailyArgs]
+}
+
+// dailyArgs caches the midnights of every daily limit for one stretch of the
+// caller's clock: [from, to) in unix µs.
+type dailyArgs struct {
+	from, to int64
+	args     []any
+}
+
+func newKeyState(prefix string, k quota.Key, p quota.Policy) *keyState {
+	tag := prefix + ":{" + k.String() + "}"
+	ks := &keyState{key: k, policy: p, state: tag, leases: tag + ":leases", ticket: tag + ":t:"}
+	ks.static = []any{
+		micros(p.MaxWait),
+		micros(p.LeaseTTL),
+		strconv.FormatFloat(p.PriorityReserve, 'g', -1, 64),
+		"", // count, set below
+	}
+	n := 0
+	for _, a := range quota.Axes() {
+		l, ok := p.Limit(a)
+		if !ok {
+			continue
+		}
+		n++
+		ks.limited = append(ks.limited, a)
+		kind, period := kindBucket, micros(l.Period)
+		switch a.Kind() {
+		case quota.DailyWindow:
+			kind, period = kindDaily, "0"
+			ks.zones = append(ks.zones, l.Zone())
+		case quota.Leases:
+			kind, period = kindLeases, "0"
+		}
+		ks.static = append(ks.static, axisID(a), kind, strconv.FormatInt(p.Effective(l.Capacity), 10), period)
+	}
+	ks.static[3] = strconv.Itoa(n)
+	return ks
+}
+
+// args returns the script's ARGV for op at the caller's clock reading now,
+// with room for extra op arguments.
+func (ks *keyState) args(op, now string, local time.Time, extra int) []any {
+	daily := ks.dailyArgs(local)
+	args := make([]any, 0, 2+len(ks.static)+len(daily)+extra)
+	args = append(args, op, now)
+	args = append(args, ks.static...)
+	return append(args, daily...)
+}
+
+// dailyArgs returns the midnights around local for every daily limit, from
+// the cache while local stays within the same day in every zone.
+func (ks *keyState) dailyArgs(local time.Time) []any {
+	if len(ks.zones) == 0 {
+		return nil
+	}
+	us := local.UnixMicro()
+	if d := ks.daily.Load(); d != nil && d.from <= us && us < d.to {
+		return d.args
+	}
+	d := &dailyArgs{from: us, to: us, args: make([]any, 0, dailySpan*len(ks.zones))}
+	first := true
+	for _, loc := range ks.zones {
+		lt := local.In(loc)
+		y, m, day := lt.Date()
+		for i := -2; i < dailySpan-2; i++ {
+			d.args = append(d.args, strconv.FormatInt(time.Date(y, m, day+i, 0, 0, 0, 0, loc).UnixMicro(), 10))
+		}
+		from := time.Date(y, m, day, 0, 0, 0, 0, loc).UnixMicro()
+		to := time.Date(y, m, day+1, 0, 0, 0, 0, loc).UnixMicro()
+		if first || from > d.from {
+			d.from = from
+		}
+		if first || to < d.to {
+			d.to = to
+		}
+		first = false
+	}
+	ks.daily.Store(d)
+	return d.args
+}
+
+// axisID is the axis's number as the script names it.
+func axisID(a quota.Axis) string { return strconv.Itoa(int(a)) }
+
+// micros formats d in whole microseconds, rounded up so a wait or pause is
+// never shortened.
+func micros(d time.Duration) string {
+	us := d / time.Microsecond
+	if us*time.Microsecond < d {
+		us++
+	}
+	return strconv.FormatInt(int64(us), 10)
+}
+
+// unixMicros formats t as unix µs, rounded up.
+func unixMicros(t time.Time) string {
+	us := t.UnixMicro()
+	if time.UnixMicro(us).Before(t) {
+		us++
+	}
+	return strconv.FormatInt(us, 10)
+}

@@ -1,0 +1,15 @@
+// Package redis is a quota.Store kept in Redis and shared by every worker of
+// a fleet.
+//
+// Each Store method is one Lua script run (EVALSHA, falling back to EVAL):
+// the script reads the key's levels, decides and charges in one atomic step,
+// so replicas never race and a decision costs one round trip. Redis TIME is
+// the only clock, so replicas with skewed clocks still agree.
+//
+// All the keys of one quota key share a Redis Cluster hash tag,
+// {<key.String()>}: with the default prefix, tollgate:{openai/default/gpt-4o}
+// holds the levels, pause and adopted capacities, …:leases the concurrency
+// leases (a sorted set scored by expiry) and …:t:<ticket> each ticket's
+// record. Expiry logic compares stored times with the script's clock;
+// Redis key expiry only collects garbage, long after it could matter.
+package redis

@@ -1,0 +1,350 @@
+package redis
+
+import goredis "github.com/redis/go-redis/v9"
+
+// script is the one Lua script behind every Store method: each call is one
+// EVALSHA, atomic for the key, so replicas never race between reading a level
+// and charging it.
+//
+// KEYS: [1] the key's state hash, [2] its lease zset, [3] the ticket's hash
+// (Reserve, Settle, Cancel; otherwise any key of the same slot).
+//
+// ARGV, built by args.go:
+//
+//	1  op: reserve | settle | cancel | pause | observe | snapshot
+//	2  now in unix µs, or "" to read Redis TIME
+//	3  max wait µs   4 lease TTL µs   5 priority reserve (fraction)
+//	6  n, the number of limits, then n × (axis, kind, effective capacity,
+//	   period µs), in quota.Axes() order
+//	…  for each daily limit, 6 midnights (unix µs) around the caller's clock
+//	…  the op's own arguments (see each op below)
+//
+// State hash fields, per axis id a: l<a>/t<a> bucket level and the time it
+// was computed at, w<a>/d<a> daily window start and units used in it,
+// c<a> adopted effective capacity; pu/pr pause end and reason.
+// Ticket hash fields: s (q queued, g granted), m maturity µs, x expiry µs,
+// a axis of the wait, c1..c4 the charged cost (requests, tokens, input,
+// output tokens).
+//
+// Lua numbers are doubles and Redis truncates them to integers on return, so
+// every fractional value travels as a string formatted with %.17g.
+var script = goredis.NewScript(`
+local S, L, T = KEYS[1], KEYS[2], KEYS[3]
+local op = ARGV[1]
+
+local now
+if ARGV[2] == '' then
+  local tm = redis.call('TIME')
+  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+else
+  now = tonumber(ARGV[2])
+end
+
+local maxWait = tonumber(ARGV[3])
+local leaseTTL = tonumber(ARGV[4])
+local prioRes = tonumber(ARGV[5])
+local n = tonumber(ARGV[6])
+local BUCKET, DAILY, LEASES = 1, 2, 3
+local LEASE_RETRY = 1000000 -- quota.DefaultLeaseRetry
+local MIN_WAIT = 1000
+local EPSILON = 1e-9 -- units: float noise, not a deficit
+local STATE_TTL = 7 * 86400 * 1000 -- ms: garbage collection of idle keys
+local TICKET_GRACE = 3600 * 1000 -- ms past a ticket's own expiry
+
+local function fmt(x) return string.format('%.17g', x) end
+
+local st = {}
+do
+  local raw = redis.call('HGETALL', S)
+  for j = 1, #raw, 2 do st[raw[j]] = raw[j + 1] end
+end
+
+local axes = {}
+local conc
+local i = 7
+for k = 1, n do
+  local a = {id = ARGV[i], kind = tonumber(ARGV[i + 1]), cap = tonumber(ARGV[i + 2]), period = tonumber(ARGV[i + 3])}
+  local adopted = st['c' .. a.id]
+  if adopted then a.cap = tonumber(adopted) end
+  if a.kind == LEASES then conc = a end
+  axes[k] = a
+  i = i + 4
+end
+for k = 1, n do
+  local a = axes[k]
+  if a.kind == DAILY then
+    for j = 0, 4 do
+      local from, to = tonumber(ARGV[i + j]), tonumber(ARGV[i + j + 1])
+      if from <= now and now < to then a.ws, a.we = from, to end
+    end
+    if not a.ws then
+      return redis.error_reply('ERR tollgate: clock ' .. now .. ' is outside the daily windows passed for axis ' .. a.id .. '; the caller clock and Redis TIME disagree by days')
+    end
+    i = i + 6
+  end
+end
+
+-- costOn maps an axis id to the index of the cost part it charges.
+local costOn = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 1, ['6'] = 2}
+
+local function level(a)
+  local l = st['l' .. a.id]
+  if not l then return a.cap end
+  l = tonumber(l)
+  local dt = now - tonumber(st['t' .. a.id])
+  if dt > 0 then l = l + dt * a.cap / a.period end
+  if l > a.cap then l = a.cap end
+  return l
+end
+
+local function used(a)
+  if tonumber(st['w' .. a.id]) == a.ws then return tonumber(st['d' .. a.id]) end
+  return 0
+end
+
+local pausedUntil = tonumber(st['pu'] or '0')
+local paused = pausedUntil > now
+
+-- adjust charges delta[1..4] (negative: refunds) against every axis.
+-- Refunds never lift a bucket above its capacity nor a window below zero.
+local function adjust(delta)
+  local hs = {}
+  for _, a in ipairs(axes) do
+    local c = delta[costOn[a.id] or 0]
+    if a.kind == BUCKET and c then
+      local l = level(a) - c
+      if c < 0 and l > a.cap then l = a.cap end
+      hs[#hs + 1] = 'l' .. a.id; hs[#hs + 1] = fmt(l)
+      hs[#hs + 1] = 't' .. a.id; hs[#hs + 1] = fmt(now)
+    elseif a.kind == DAILY and c then
+      local u = used(a) + c
+      if u < 0 then u = 0 end
+      hs[#hs + 1] = 'w' .. a.id; hs[#hs + 1] = fmt(a.ws)
+      hs[#hs + 1] = 'd' .. a.id; hs[#hs + 1] = fmt(u)
+    end
+  end
+  if #hs > 0 then
+    redis.call('HSET', S, unpack(hs))
+    redis.call('PEXPIRE', S, STATE_TTL)
+  end
+end
+
+local function ticket()
+  local raw = redis.call('HGETALL', T)
+  if #raw == 0 then return nil end
+  local t = {}
+  for j = 1, #raw, 2 do t[raw[j]] = raw[j + 1] end
+  if tonumber(t.x) <= now then
+    return nil -- expired: unknown, whatever PEXPIRE has not yet collected
+  end
+  return t
+end
+
+local function saveTicket(t, expiry)
+  redis.call('HSET', T, 's', t.s, 'm', fmt(t.m), 'x', fmt(expiry), 'a', t.a,
+    'c1', t.c1, 'c2', t.c2, 'c3', t.c3, 'c4', t.c4)
+  redis.call('PEXPIRE', T, math.ceil((expiry - now) / 1000) + TICKET_GRACE)
+end
+
+-- reply: {outcome, wait µs, reason, axis, pause reason, lease expiry µs, now µs}
+-- outcome 1 granted, 2 queued, 3 refused; reason as quota.Reason (1 capacity,
+-- 2 daily limit, 3 concurrency full, 4 paused).
+local function reply(outcome, wait, reason, axis, preason, lease)
+  return {outcome, fmt(wait), reason, tonumber(axis) or 0, preason or '', lease and fmt(lease) or '', fmt(now)}
+end
+
+-- lease grants a matured ticket, taking a concurrency slot if the key has a
+-- concurrency limit (step 4f), or queues it while every slot is taken. fresh
+-- says the ticket was charged by this call and has no record yet.
+local function lease(t, ticketID, fresh)
+  if not conc then
+    if t.s ~= 'g' then
+      t.s = 'g'
+      saveTicket(t, now + leaseTTL)
+    end
+    return reply(1, 0, 0, 0)
+  end
+  local held = redis.call('ZSCORE', L, ticketID)
+  if held and tonumber(held) > now then
+    return reply(1, 0, 0, 0, nil, tonumber(held))
+  end
+  redis.call('ZREMRANGEBYSCORE', L, '-inf', fmt(now))
+  if redis.call('ZCARD', L) < conc.cap then
+    local exp = now + leaseTTL
+    redis.call('ZADD', L, fmt(exp), ticketID)
+    redis.call('PEXPIRE', L, STATE_TTL)
+    t.s = 'g'
+    saveTicket(t, exp)
+    return reply(1, 0, 0, 0, nil, exp)
+  end
+  local first = redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')
+  local wait = tonumber(first[2]) - now
+  if wait > LEASE_RETRY then wait = LEASE_RETRY end
+  if wait < MIN_WAIT then wait = MIN_WAIT end
+  if fresh or t.s ~= 'q' then
+    t.s, t.m = 'q', now
+    saveTicket(t, now + leaseTTL)
+  end
+  return reply(2, wait, 3, 7)
+end
+
+if op == 'reserve' then
+  -- ARGV: ticket, low (1/0), cost requests, tokens, input, output
+  local ticketID = ARGV[i]
+  local low = ARGV[i + 1] == '1'
+  local cost = {tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])}
+
+  for _, a in ipairs(axes) do
+    local c = cost[costOn[a.id] or 0]
+    if c then
+      local limit = a.cap
+      if low then limit = a.cap - a.cap * prioRes end
+      if c > limit then return {0, tonumber(a.id), c, a.cap} end
+    end
+  end
+
+  local t = ticket()
+  if t then
+    local mat = tonumber(t.m)
+    if t.s == 'q' then
+      if now < mat then
+        if paused and pausedUntil > mat then
+          return reply(2, pausedUntil - now, 4, 0, st['pr'])
+        end
+        return reply(2, mat - now, 1, t.a)
+      end
+      if paused then return reply(2, pausedUntil - now, 4, 0, st['pr']) end
+    end
+    return lease(t, ticketID, false)
+  end
+
+  if paused then return reply(3, pausedUntil - now, 4, 0, st['pr']) end
+
+  for _, a in ipairs(axes) do
+    if a.kind == DAILY then
+      local limit = a.cap
+      if low then limit = a.cap - a.cap * prioRes end
+      if used(a) + cost[costOn[a.id]] > limit then
+        return reply(3, a.we - now, 2, a.id)
+      end
+    end
+  end
+
+  local wait, waxis = 0, 0
+  for _, a in ipairs(axes) do
+    if a.kind == BUCKET then
+      local need = cost[costOn[a.id]]
+      if low then need = need + a.cap * prioRes end
+      local deficit = need - level(a)
+      local w = 0
+      if deficit > EPSILON then w = deficit * a.period / a.cap end
+      if w > wait then wait, waxis = w, a.id end
+    end
+  end
+  if wait > maxWait then return reply(3, wait, 1, waxis) end
+
+  adjust(cost)
+  t = {s = 'q', m = now + wait, a = tostring(waxis), c1 = cost[1], c2 = cost[2], c3 = cost[3], c4 = cost[4]}
+  if wait > 0 then
+    saveTicket(t, now + wait + leaseTTL)
+    return reply(2, wait, 1, waxis)
+  end
+  return lease(t, ticketID, true)
+
+elseif op == 'settle' then
+  -- ARGV: actual requests, tokens, input, output. Reply 1, or 0 if unknown.
+  local t = ticket()
+  if not t or t.s ~= 'g' then return 0 end
+  local delta = {}
+  for j = 1, 4 do delta[j] = tonumber(ARGV[i + j - 1]) - tonumber(t['c' .. j]) end
+  adjust(delta)
+  redis.call('ZREM', L, ARGV[i + 4])
+  redis.call('DEL', T)
+  return 1
+
+elseif op == 'cancel' then
+  -- ARGV: ticket id. Reply 1, or 0 if unknown.
+  local t = ticket()
+  if not t then
+    redis.call('DEL', T)
+    return 0
+  end
+  adjust({-tonumber(t.c1), -tonumber(t.c2), -tonumber(t.c3), -tonumber(t.c4)})
+  redis.call('ZREM', L, ARGV[i])
+  redis.call('DEL', T)
+  return 1
+
+elseif op == 'pause' then
+  -- ARGV: until µs, reason.
+  local untilT = tonumber(ARGV[i])
+  if untilT > now and untilT > pausedUntil then
+    redis.call('HSET', S, 'pu', fmt(untilT), 'pr', ARGV[i + 1])
+    local ttl = STATE_TTL
+    if (untilT - now) / 1000 + 86400000 > ttl then ttl = math.ceil((untilT - now) / 1000) + 86400000 end
+    redis.call('PEXPIRE', S, ttl)
+  end
+  return 1
+
+elseif op == 'observe' then
+  -- ARGV: m, then m × (axis id, adopted effective capacity or -1, remaining or -1).
+  local m = tonumber(ARGV[i])
+  local hs = {}
+  for k = 0, m - 1 do
+    local id, adopt, rem = ARGV[i + 1 + 3 * k], tonumber(ARGV[i + 2 + 3 * k]), tonumber(ARGV[i + 3 + 3 * k])
+    for _, a in ipairs(axes) do
+      if a.id == id then
+        if a.kind == BUCKET then
+          local l = level(a)
+          if adopt > 0 then
+            a.cap = adopt
+            hs[#hs + 1] = 'c' .. id; hs[#hs + 1] = fmt(adopt)
+            if l > adopt then l = adopt end
+          end
+          if rem >= 0 and rem < l then l = rem end
+          st['l' .. id], st['t' .. id] = fmt(l), fmt(now)
+          hs[#hs + 1] = 'l' .. id; hs[#hs + 1] = st['l' .. id]
+          hs[#hs + 1] = 't' .. id; hs[#hs + 1] = st['t' .. id]
+        elseif a.kind == DAILY then
+          if adopt > 0 then
+            a.cap = adopt
+            hs[#hs + 1] = 'c' .. id; hs[#hs + 1] = fmt(adopt)
+          end
+          local u = used(a)
+          if rem >= 0 and a.cap - rem > u then u = a.cap - rem end
+          st['w' .. id], st['d' .. id] = fmt(a.ws), fmt(u)
+          hs[#hs + 1] = 'w' .. id; hs[#hs + 1] = st['w' .. id]
+          hs[#hs + 1] = 'd' .. id; hs[#hs + 1] = st['d' .. id]
+        end
+      end
+    end
+  end
+  if #hs > 0 then
+    redis.call('HSET', S, unpack(hs))
+    redis.call('PEXPIRE', S, STATE_TTL)
+  end
+  return 1
+
+elseif op == 'snapshot' then
+  -- Reply: {now, paused until or '', pause reason, then per limit: axis,
+  -- capacity, available, reset µs or ''}.
+  local out = {fmt(now), '', ''}
+  if paused then out[2], out[3] = fmt(pausedUntil), st['pr'] or '' end
+  for _, a in ipairs(axes) do
+    local avail, reset = 0, ''
+    if a.kind == BUCKET then
+      avail = level(a)
+    elseif a.kind == DAILY then
+      avail, reset = a.cap - used(a), fmt(a.we)
+    else
+      avail = a.cap - redis.call('ZCOUNT', L, '(' .. fmt(now), '+inf')
+    end
+    out[#out + 1] = a.id
+    out[#out + 1] = fmt(a.cap)
+    out[#out + 1] = fmt(avail)
+    out[#out + 1] = reset
+  end
+  return out
+end
+
+return redis.error_reply('ERR tollgate: unknown op ' .. tostring(op))
+`)

@@ -1,0 +1,349 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+// Client is the part of a go-redis client the Store uses: running scripts.
+// *goredis.Client, *goredis.ClusterClient and *goredis.Ring implement it.
+type Client interface {
+	goredis.Scripter
+}
+
+// DefaultPrefix starts every Redis key the Store writes unless
+// Options.Prefix says otherwise.
+const DefaultPrefix = "tollgate"
+
+// Options configure a Store. The zero Options are the production settings.
+type Options struct {
+	// Prefix starts every Redis key, followed by ":{<quota key>}". Stores
+	// that share budgets must share the prefix. Default DefaultPrefix. It
+	// may not contain '{', '}' or spaces.
+	Prefix string
+	// Clock, when set, replaces Redis TIME as the scripts' clock. For tests
+	// only: in production every replica must read the one clock Redis
+	// keeps, so leave it nil.
+	Clock quota.Clock
+}
+
+// Store is a quota.Store in Redis, shared by every process whose Store uses
+// the same server and Prefix. Build it with New; it is safe for concurrent
+// use and holds no state of its own beyond precomputed arguments.
+type Store struct {
+	rdb   Client
+	clock quota.Clock
+	ps    quota.Policies
+	keys  map[quota.Key]*keyState
+}
+
+var _ quota.Store = (*Store)(nil)
+
+// New returns a Store over rdb for the keys of ps. It does not contact
+// Redis: an unreachable server shows up as quota.ErrUnavailable on the first
+// call. It returns an *quota.InvalidError for a nil client or a bad prefix.
+func New(rdb Client, ps quota.Policies, opts Options) (*Store, error) {
+	if rdb == nil {
+		return nil, &quota.InvalidError{Field: "redis.client", Value: "nil", Problem: "is missing",
+			Fix: "pass a client such as goredis.NewClient(opts)"}
+	}
+	prefix := opts.Prefix
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if i := strings.IndexAny(prefix, "{} \t\r\n"); i >= 0 {
+		return nil, &quota.InvalidError{Field: "redis.prefix", Value: prefix,
+			Problem: "contains " + strconv.QuoteRune(rune(prefix[i])),
+			Fix:     `use letters, digits and punctuation other than braces, e.g. "tollgate"`}
+	}
+	s := &Store{rdb: rdb, clock: opts.Clock, ps: ps, keys: make(map[quota.Key]*keyState)}
+	for _, k := range ps.Keys() {
+		_, p, _ := ps.Lookup(k)
+		s.keys[k] = newKeyState(prefix, k, p)
+	}
+	return s, nil
+}
+
+// Reserve implements quota.Store: one script run decides and charges.
+func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decision, error) {
+	if err := r.Validate(); err != nil {
+		return quota.Decision{}, err
+	}
+	ks, err := s.lookup(r.Key)
+	if err != nil {
+		return quota.Decision{}, err
+	}
+	nowArg, local := s.now()
+	low := "0"
+	if r.Priority == quota.Low {
+		low = "1"
+	}
+	args := append(ks.args("reserve", nowArg, local, 6), r.Ticket, low,
+		r.Cost.Requests, r.Cost.Tokens, r.Cost.InputTokens, r.Cost.OutputTokens)
+	res, err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.ticket + r.Ticket}, args...).Slice()
+	if err != nil {
+		return quota.Decision{}, s.fail("reserve", ks.key, err)
+	}
+	return s.decision(ks, res, local)
+}
+
+// decision reads the script's reserve reply (see lua.go).
+func (s *Store) decision(ks *keyState, res []any, local time.Time) (quota.Decision, error) {
+	outcome := toInt(res, 0)
+	if outcome == 0 && len(res) == 4 {
+		return quota.Decision{}, &quota.OversizeError{Key: ks.key, Axis: quota.Axis(toInt(res, 1)),
+			Cost: toInt(res, 2), Capacity: toInt(res, 3)}
+	}
+	if len(res) != 7 || outcome < int64(quota.Granted) || outcome > int64(quota.Refused) {
+		return quota.Decision{}, fmt.Errorf("redis: reserve %s: unexpected script reply %v", ks.key, res)
+	}
+	at := s.timeFrom(toFloat(res, 6), local)
+	d := quota.Decision{
+		Outcome:     quota.Outcome(outcome),
+		Wait:        durationOf(toFloat(res, 1)),
+		Reason:      quota.Reason(toInt(res, 2)),
+		Axis:        quota.Axis(toInt(res, 3)),
+		PauseReason: toString(res, 4),
+	}
+	if lease := toString(res, 5); lease != "" {
+		d.Lease = true
+		d.LeaseExpiry = at(toFloat(res, 5))
+	}
+	return d, nil
+}
+
+// Settle implements quota.Store.
+func (s *Store) Settle(ctx context.Context, key quota.Key, ticket string, actual quota.Cost) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	if err := actual.Validate(); err != nil {
+		return err
+	}
+	ks, err := s.lookup(key)
+	if err != nil {
+		return err
+	}
+	nowArg, local := s.now()
+	args := append(ks.args("settle", nowArg, local, 5),
+		actual.Requests, actual.Tokens, actual.InputTokens, actual.OutputTokens, ticket)
+	n, err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.ticket + ticket}, args...).Int()
+	if err != nil {
+		return s.fail("settle", ks.key, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("redis: settle %s ticket %q: %w", ks.key, ticket, quota.ErrUnknownTicket)
+	}
+	return nil
+}
+
+// Cancel implements quota.Store.
+func (s *Store) Cancel(ctx context.Context, key quota.Key, ticket string) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	ks, err := s.lookup(key)
+	if err != nil {
+		return err
+	}
+	nowArg, local := s.now()
+	args := append(ks.args("cancel", nowArg, local, 1), ticket)
+	if err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.ticket + ticket}, args...).Err(); err != nil {
+		return s.fail("cancel", ks.key, err)
+	}
+	return nil
+}
+
+// Pause implements quota.Store.
+func (s *Store) Pause(ctx context.Context, key quota.Key, until time.Time, reason string) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	ks, err := s.lookup(key)
+	if err != nil {
+		return err
+	}
+	nowArg, local := s.now()
+	args := append(ks.args("pause", nowArg, local, 2), unixMicros(until), reason)
+	if err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.state}, args...).Err(); err != nil {
+		return s.fail("pause", ks.key, err)
+	}
+	return nil
+}
+
+// Observe implements quota.Store.
+func (s *Store) Observe(ctx context.Context, key quota.Key, obs []quota.Observation) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	for _, o := range obs {
+		if !o.Axis.Valid() {
+			return &quota.InvalidError{Field: "observation.axis", Value: o.Axis.String(), Problem: "is not a known axis",
+				Fix: "observe one of the axes in quota.Axes()"}
+		}
+	}
+	ks, err := s.lookup(key)
+	if err != nil {
+		return err
+	}
+	nowArg, local := s.now()
+	args := ks.args("observe", nowArg, local, 1+3*len(obs))
+	args = append(args, "")
+	m := 0
+	for _, o := range obs {
+		if _, ok := ks.policy.Limit(o.Axis); !ok || o.Axis.Kind() == quota.Leases {
+			continue
+		}
+		adopt := int64(-1)
+		if ks.policy.AdoptObservedLimits && o.Limit > 0 {
+			adopt = max(1, ks.policy.Effective(o.Limit))
+		}
+		args = append(args, axisID(o.Axis), adopt, o.Remaining)
+		m++
+	}
+	if m == 0 {
+		return nil
+	}
+	args[len(args)-1-3*m] = strconv.Itoa(m)
+	if err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.state}, args...).Err(); err != nil {
+		return s.fail("observe", ks.key, err)
+	}
+	return nil
+}
+
+// Snapshot implements quota.Store.
+func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, error) {
+	if err := key.Validate(); err != nil {
+		return quota.Snapshot{}, err
+	}
+	ks, err := s.lookup(key)
+	if err != nil {
+		return quota.Snapshot{}, err
+	}
+	nowArg, local := s.now()
+	args := ks.args("snapshot", nowArg, local, 0)
+	res, err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.state}, args...).Slice()
+	if err != nil {
+		return quota.Snapshot{}, s.fail("snapshot", ks.key, err)
+	}
+	if len(res) != 3+4*len(ks.limited) {
+		return quota.Snapshot{}, fmt.Errorf("redis: snapshot %s: unexpected script reply %v", ks.key, res)
+	}
+	at := s.timeFrom(toFloat(res, 0), local)
+	snap := quota.Snapshot{Key: ks.key, At: at(toFloat(res, 0)), PauseReason: toString(res, 2)}
+	if toString(res, 1) != "" {
+		snap.PausedUntil = at(toFloat(res, 1))
+	}
+	if len(ks.limited) > 0 {
+		snap.Axes = make([]quota.AxisLevel, len(ks.limited))
+	}
+	for i := range ks.limited {
+		j := 3 + 4*i
+		l := quota.AxisLevel{
+			Axis:      quota.Axis(toInt(res, j)),
+			Capacity:  int64(toFloat(res, j+1)),
+			Available: toFloat(res, j+2),
+		}
+		if toString(res, j+3) != "" {
+			l.ResetAt = at(toFloat(res, j+3))
+		}
+		snap.Axes[i] = l
+	}
+	return snap, nil
+}
+
+func (s *Store) lookup(k quota.Key) (*keyState, error) {
+	bucket, _, ok := s.ps.Lookup(k)
+	if !ok {
+		return nil, quota.NoPolicyError(k)
+	}
+	return s.keys[bucket], nil
+}
+
+// now returns the script's "now" argument ("" for Redis TIME) and the local
+// clock the daily midnights are computed around.
+func (s *Store) now() (string, time.Time) {
+	if s.clock == nil {
+		return "", time.Now()
+	}
+	t := s.clock.Now()
+	return strconv.FormatInt(t.UnixMicro(), 10), t
+}
+
+// timeFrom returns a converter from the script's unix µs to time.Time, given
+// the script's now. With a test clock, times are offsets from the clock's
+// reading, so they keep its location and sub-microsecond part.
+func (s *Store) timeFrom(nowUS float64, local time.Time) func(float64) time.Time {
+	if s.clock == nil {
+		return func(us float64) time.Time { return time.UnixMicro(int64(math.Round(us))) }
+	}
+	return func(us float64) time.Time { return local.Add(durationOf(us - nowUS)) }
+}
+
+// fail wraps a failed script run: errors reaching Redis, and replies saying
+// Redis cannot serve now, match quota.ErrUnavailable; a caller's cancelled
+// context and script errors do not.
+func (s *Store) fail(op string, k quota.Key, err error) error {
+	if errors.Is(err, context.Canceled) || !unavailable(err) {
+		return fmt.Errorf("redis: %s %s: %w", op, k, err)
+	}
+	return fmt.Errorf("redis: %s %s: %w: %w", op, k, quota.ErrUnavailable, err)
+}
+
+// unavailable reports whether err means the server could not serve the call
+// (as opposed to rejecting it): network errors, timeouts, and replies from a
+// server that is loading, read-only, failing over or busy.
+func unavailable(err error) bool {
+	var rerr goredis.Error
+	if !errors.As(err, &rerr) {
+		return true // dial, read and write errors, timeouts, a closed client
+	}
+	msg := rerr.Error()
+	for _, p := range [...]string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// durationOf converts script µs to a Duration, rounded to the nanosecond.
+func durationOf(us float64) time.Duration { return time.Duration(math.Round(us * 1e3)) }
+
+func toInt(res []any, i int) int64 {
+	switch v := res[i].(type) {
+	case int64:
+		return v
+	case string:
+		n, _ := strconv.ParseFloat(v, 64)
+		return int64(n)
+	}
+	return 0
+}
+
+func toFloat(res []any, i int) float64 {
+	switch v := res[i].(type) {
+	case int64:
+		return float64(v)
+	case string:
+		f, _ := strconv.ParseFloat(v, 64)
+		return f
+	}
+	return 0
+}
+
+func toString(res []any, i int) string {
+	if v, ok := res[i].(string); ok {
+		return v
+	}
+	return ""
+}
