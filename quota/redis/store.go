@@ -24,6 +24,10 @@ type Client interface {
 // Options.Prefix says otherwise.
 const DefaultPrefix = "tollgate"
 
+// maxCapacity is the largest capacity a quota.Limit may have (2^50): an
+// adopted limit is capped to it so levels stay exact as doubles in Lua.
+const maxCapacity = 1 << 50
+
 // Options configure a Store. The zero Options are the production settings.
 type Options struct {
 	// Prefix starts every Redis key, followed by ":{<quota key>}". Stores
@@ -203,9 +207,11 @@ func (s *Store) Observe(ctx context.Context, key quota.Key, obs []quota.Observat
 		if _, ok := ks.policy.Limit(o.Axis); !ok || o.Axis.Kind() == quota.Leases {
 			continue
 		}
+		// A limit headroom leaves less than one unit of is not adopted: no
+		// valid policy could give it.
 		adopt := int64(-1)
-		if ks.policy.AdoptObservedLimits && o.Limit > 0 {
-			adopt = max(1, ks.policy.Effective(o.Limit))
+		if eff := ks.policy.Effective(min(o.Limit, maxCapacity)); ks.policy.AdoptObservedLimits && eff >= 1 {
+			adopt = eff
 		}
 		args = append(args, axisID(o.Axis), adopt, o.Remaining)
 		m++
