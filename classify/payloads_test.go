@@ -63,8 +63,8 @@ var openAICases = []payloadCase{
 	{
 		name: "openai/429 rate_limit_exceeded with retry-after", status: 429,
 		header: hdr("Retry-After", "20", "X-Should-Retry", "true"),
-		body: `{"error":{"message":"Rate limit reached for gpt-4o-mini in organization org-abc123 on tokens per min (TPM): Limit 100000, Used 99918, Requested 2094. Please try again in 1.207s. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`,
-		class: classify.RateLimited, retryable: true, retryAfter: 20 * time.Second, hasRetryAfter: true, code: "rate_limit_exceeded",
+		body:   `{"error":{"message":"Rate limit reached for gpt-4o-mini in organization org-abc123 on tokens per min (TPM): Limit 100000, Used 99918, Requested 2094. Please try again in 1.207s. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`,
+		class:  classify.RateLimited, retryable: true, retryAfter: 20 * time.Second, hasRetryAfter: true, code: "rate_limit_exceeded",
 	},
 	{
 		name: "openai/429 slow_down", status: 429,

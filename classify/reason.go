@@ -12,7 +12,7 @@ const MaxReasonLen = 200
 // secrets matches what looks like a credential inside a provider's message:
 // OpenAI and Anthropic keys (sk-…, even masked), Google API keys (AIza…),
 // bearer tokens and key=/token= query parameters.
-var secrets = regexp.MustCompile(`(?i)\bsk-[a-z0-9_*.\-]{3,}|\bAIza[0-9a-z_\-]{8,}|\bbearer\s+[^\s"',;]+|\b(?:api[_-]?key|key|token|access_token)=[^\s&"',;]+`)
+var secrets = regexp.MustCompile(`(?i)\bsk-[a-z0-9_*\-]{3,}|\bAIza[0-9a-z_\-]{8,}|\bbearer\s+[^\s"',;]+|\b(?:api[_-]?key|key|token|access_token)=[^\s&"',;]+`)
 
 // reason turns a provider's message into a Verdict.Reason: credentials
 // masked, control characters and runs of spaces collapsed, invalid UTF-8
