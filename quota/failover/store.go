@@ -1,0 +1,389 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/memory"
+)
+
+// Defaults for Options' zero fields.
+const (
+	// DefaultRetry is the wait a Closed store tells refused callers.
+	DefaultRetry = time.Second
+	// DefaultCooldown is how long the primary is skipped after it fails.
+	DefaultCooldown = time.Second
+)
+
+// Options configure a Store. Zero fields take the documented defaults.
+type Options struct {
+	// Mode is what to do while the primary is unreachable. Default Closed.
+	Mode Mode
+	// Retry is the Wait of a Closed refusal. Default DefaultRetry.
+	Retry time.Duration
+	// LocalShare is, for Local, the fraction in (0, 1] of every limit's
+	// capacity this replica may use on its own, e.g. 1/replicas. Default 1.
+	LocalShare float64
+	// Cooldown is how long the primary is skipped after a failure before one
+	// call probes it again. Default DefaultCooldown.
+	Cooldown time.Duration
+	// Clock times the cooldown and runs the Local store. nil means
+	// quota.SystemClock{}.
+	Clock quota.Clock
+	// OnStateChange, when set, is called as the store turns degraded (with
+	// the primary's error) and recovers (with nil), for logs and metrics. It
+	// is called without locks held, from the goroutine whose call changed
+	// the state; it must not block.
+	OnStateChange func(degraded bool, err error)
+}
+
+// Store is a quota.Store that passes calls to a primary and falls back to
+// its Mode while the primary is unreachable. Build it with New; it is safe
+// for concurrent use.
+//
+// While degraded: Reserve follows the Mode; Settle and Cancel of tickets the
+// fallback admitted stay with the fallback (also after recovery), while
+// those of primary tickets fail with quota.ErrUnavailable; Pause and
+// Observe reach the Local store, and are dropped (nil) by Closed and Open,
+// which have nothing to apply them to; Snapshot reads the Local store, and
+// fails with quota.ErrUnavailable in the other modes.
+type Store struct {
+	primary  quota.Store
+	local    *memory.Store // Local only
+	ps       quota.Policies
+	mode     Mode
+	retry    time.Duration
+	cooldown time.Duration
+	clock    quota.Clock
+	onChange func(bool, error)
+
+	mu       sync.Mutex
+	degraded bool
+	probing  bool      // one call is trying the primary
+	retryAt  time.Time // skip the primary until then
+	lastErr  error
+	routes   map[route]routed // tickets the fallback admitted
+	sweepAt  int              // len(routes) at which to drop expired routes
+}
+
+var _ quota.Store = (*Store)(nil)
+
+// route names a ticket the fallback holds.
+type route struct {
+	key    quota.Key
+	ticket string
+}
+
+// routed says where a fallback ticket lives and until when it matters.
+type routed struct {
+	local   bool // false: admitted open, recorded nowhere
+	expires time.Time
+}
+
+// New returns a Store over primary for the keys of ps. It returns an
+// *quota.InvalidError naming the bad option, or an error if the Local
+// store's scaled policies are invalid.
+func New(primary quota.Store, ps quota.Policies, opts Options) (*Store, error) {
+	if primary == nil {
+		return nil, &quota.InvalidError{Field: "failover.primary", Value: "nil", Problem: "is missing",
+			Fix: "pass the shared store, e.g. a quota/redis Store"}
+	}
+	if opts.Mode == 0 {
+		opts.Mode = Closed
+	}
+	if opts.Mode > Local {
+		return nil, &quota.InvalidError{Field: "failover.mode", Value: opts.Mode.String(), Problem: "is not a known mode",
+			Fix: "use failover.Closed, Open or Local (or ParseMode)"}
+	}
+	if opts.Retry < 0 {
+		return nil, &quota.InvalidError{Field: "failover.retry", Value: opts.Retry.String(), Problem: "is negative",
+			Fix: "use 0 for the default (1s) or a positive duration"}
+	}
+	if opts.Retry == 0 {
+		opts.Retry = DefaultRetry
+	}
+	if opts.Cooldown < 0 {
+		return nil, &quota.InvalidError{Field: "failover.cooldown", Value: opts.Cooldown.String(), Problem: "is negative",
+			Fix: "use 0 for the default (1s) or a positive duration"}
+	}
+	if opts.Cooldown == 0 {
+		opts.Cooldown = DefaultCooldown
+	}
+	if opts.LocalShare == 0 {
+		opts.LocalShare = 1
+	}
+	if !(opts.LocalShare > 0 && opts.LocalShare <= 1) { // also rejects NaN
+		return nil, &quota.InvalidError{Field: "failover.local_share",
+			Value: strconv.FormatFloat(opts.LocalShare, 'g', -1, 64), Problem: "must be in (0, 1]",
+			Fix: "use this replica's share of the fleet, e.g. 0.25 for four replicas"}
+	}
+	if opts.Clock == nil {
+		opts.Clock = quota.SystemClock{}
+	}
+	s := &Store{
+		primary: primary, ps: ps, mode: opts.Mode, retry: opts.Retry, cooldown: opts.Cooldown,
+		clock: opts.Clock, onChange: opts.OnStateChange, routes: make(map[route]routed), sweepAt: 1024,
+	}
+	if opts.Mode == Local {
+		local, err := localPolicies(ps, opts.LocalShare)
+		if err != nil {
+			return nil, err
+		}
+		if s.local, err = memory.New(local, memory.Options{Clock: opts.Clock}); err != nil {
+			return nil, fmt.Errorf("failover: local store: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// localPolicies returns ps with every limit's capacity multiplied by share,
+// rounded down but never below what leaves one unit after headroom.
+func localPolicies(ps quota.Policies, share float64) (quota.Policies, error) {
+	m := make(map[quota.Key]quota.Policy)
+	for _, k := range ps.Keys() {
+		_, p, _ := ps.Lookup(k)
+		limits := make([]quota.Limit, len(p.Limits))
+		for i, l := range p.Limits {
+			c := max(int64(math.Floor(float64(l.Capacity)*share)), 1)
+			for p.Effective(c) < 1 {
+				c++
+			}
+			l.Capacity = c
+			limits[i] = l
+		}
+		p.Limits = limits
+		m[k] = p
+	}
+	local, err := quota.NewPolicies(m)
+	if err != nil {
+		return quota.Policies{}, fmt.Errorf("failover: local share of the policies: %w", err)
+	}
+	return local, nil
+}
+
+// Mode returns the store's failure mode.
+func (s *Store) Mode() Mode { return s.mode }
+
+// Degraded reports whether the primary is currently considered unreachable.
+func (s *Store) Degraded() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.degraded
+}
+
+// Reserve implements quota.Store: the primary decides unless it is
+// unreachable, in which case the Mode does. A ticket the fallback admitted
+// stays with the fallback.
+func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decision, error) {
+	if rt, ok := s.route(r.Key, r.Ticket); ok {
+		if !rt.local {
+			return quota.Decision{Outcome: quota.Granted}, nil
+		}
+		return s.local.Reserve(ctx, r)
+	}
+	if probe, ok := s.acquire(); ok {
+		d, err := s.primary.Reserve(ctx, r)
+		if s.release(ctx, probe, err) == nil {
+			return d, err
+		}
+	}
+	if err := r.Validate(); err != nil {
+		return quota.Decision{}, err
+	}
+	if _, _, ok := s.ps.Lookup(r.Key); !ok {
+		return quota.Decision{}, quota.NoPolicyError(r.Key)
+	}
+	switch s.mode {
+	case Open:
+		s.remember(r.Key, r.Ticket, false)
+		return quota.Decision{Outcome: quota.Granted}, nil
+	case Local:
+		d, err := s.local.Reserve(ctx, r)
+		if err == nil && d.Outcome != quota.Refused {
+			s.remember(r.Key, r.Ticket, true)
+		}
+		return d, err
+	}
+	return quota.Decision{Outcome: quota.Refused, Reason: quota.Unavailable, Wait: s.retry}, nil
+}
+
+// Settle implements quota.Store.
+func (s *Store) Settle(ctx context.Context, key quota.Key, ticket string, actual quota.Cost) error {
+	if rt, ok := s.route(key, ticket); ok {
+		s.forget(key, ticket)
+		if !rt.local {
+			return nil
+		}
+		return s.local.Settle(ctx, key, ticket, actual)
+	}
+	return s.toPrimary(ctx, "settle", func() error { return s.primary.Settle(ctx, key, ticket, actual) })
+}
+
+// Cancel implements quota.Store.
+func (s *Store) Cancel(ctx context.Context, key quota.Key, ticket string) error {
+	if rt, ok := s.route(key, ticket); ok {
+		s.forget(key, ticket)
+		if !rt.local {
+			return nil
+		}
+		return s.local.Cancel(ctx, key, ticket)
+	}
+	return s.toPrimary(ctx, "cancel", func() error { return s.primary.Cancel(ctx, key, ticket) })
+}
+
+// Pause implements quota.Store. While degraded the Local store is paused
+// instead; Closed and Open drop the pause.
+func (s *Store) Pause(ctx context.Context, key quota.Key, until time.Time, reason string) error {
+	return s.toEither(ctx, func() error { return s.primary.Pause(ctx, key, until, reason) },
+		func() error { return s.local.Pause(ctx, key, until, reason) })
+}
+
+// Observe implements quota.Store. While degraded the Local store observes
+// instead; Closed and Open drop the observation.
+func (s *Store) Observe(ctx context.Context, key quota.Key, obs []quota.Observation) error {
+	return s.toEither(ctx, func() error { return s.primary.Observe(ctx, key, obs) },
+		func() error { return s.local.Observe(ctx, key, obs) })
+}
+
+// Snapshot implements quota.Store. While degraded it reads the Local store,
+// or fails with quota.ErrUnavailable in the other modes.
+func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, error) {
+	var snap quota.Snapshot
+	err := s.toPrimary(ctx, "snapshot", func() error {
+		var err error
+		snap, err = s.primary.Snapshot(ctx, key)
+		return err
+	})
+	if errors.Is(err, quota.ErrUnavailable) && s.mode == Local {
+		return s.local.Snapshot(ctx, key)
+	}
+	return snap, err
+}
+
+// toPrimary runs call against the primary if the breaker allows, else fails
+// with quota.ErrUnavailable at once.
+func (s *Store) toPrimary(ctx context.Context, op string, call func() error) error {
+	probe, ok := s.acquire()
+	if !ok {
+		return fmt.Errorf("failover: %s: %w: primary skipped while degraded (last error: %v)", op, quota.ErrUnavailable, s.lastError())
+	}
+	err := call()
+	s.release(ctx, probe, err)
+	return err
+}
+
+// toEither runs primary if the breaker allows and it answers, else the
+// fallback's version (Local) or nothing (Closed, Open).
+func (s *Store) toEither(ctx context.Context, primary, local func() error) error {
+	if probe, ok := s.acquire(); ok {
+		err := primary()
+		if s.release(ctx, probe, err) == nil {
+			return err
+		}
+	}
+	if s.mode == Local {
+		return local()
+	}
+	return nil
+}
+
+// acquire reports whether a call may go to the primary: always while
+// healthy; while degraded, one call (the probe) once the cooldown is over.
+func (s *Store) acquire() (probe, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.degraded {
+		return false, true
+	}
+	if s.probing || s.clock.Now().Before(s.retryAt) {
+		return false, false
+	}
+	s.probing = true
+	return true, true
+}
+
+// release records a primary call's result and returns err if it means the
+// primary is unreachable (nil otherwise): that opens the breaker for a
+// cooldown, and success closes it. A call cut short by its own context says
+// nothing about the primary.
+func (s *Store) release(ctx context.Context, probe bool, err error) error {
+	down := err != nil && errors.Is(err, quota.ErrUnavailable) && ctx.Err() == nil
+	s.mu.Lock()
+	if probe {
+		s.probing = false
+	}
+	changed := false
+	switch {
+	case down:
+		changed = !s.degraded
+		s.degraded, s.lastErr = true, err
+		s.retryAt = s.clock.Now().Add(s.cooldown)
+	case err != nil && ctx.Err() != nil:
+		// Neither up nor down: the caller gave up.
+	default:
+		changed = s.degraded
+		s.degraded, s.lastErr = false, nil
+	}
+	s.mu.Unlock()
+	if changed && s.onChange != nil {
+		s.onChange(down, errOrNil(down, err))
+	}
+	if down {
+		return err
+	}
+	return nil
+}
+
+func errOrNil(keep bool, err error) error {
+	if keep {
+		return err
+	}
+	return nil
+}
+
+func (s *Store) lastError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastErr
+}
+
+func (s *Store) route(k quota.Key, ticket string) (routed, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rt, ok := s.routes[route{k, ticket}]
+	if ok && !s.clock.Now().Before(rt.expires) {
+		delete(s.routes, route{k, ticket})
+		return routed{}, false
+	}
+	return rt, ok
+}
+
+// remember records that the fallback holds a ticket, for as long as any
+// store would: its longest wait plus its lease.
+func (s *Store) remember(k quota.Key, ticket string, local bool) {
+	_, p, _ := s.ps.Lookup(k)
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.routes[route{k, ticket}] = routed{local: local, expires: now.Add(p.MaxWait + p.LeaseTTL)}
+	if len(s.routes) >= s.sweepAt {
+		for r, rt := range s.routes {
+			if !now.Before(rt.expires) {
+				delete(s.routes, r)
+			}
+		}
+		s.sweepAt = max(1024, 2*len(s.routes))
+	}
+}
+
+func (s *Store) forget(k quota.Key, ticket string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.routes, route{k, ticket})
+}
