@@ -367,7 +367,7 @@ func TestPayloadsCoverEveryClass(t *testing.T) {
 }
 
 func TestResponseRedactsSecrets(t *testing.T) {
-	v := classify.Response(401, nil, []byte(openAICases[12].body), now)
+	v := classify.Response(401, nil, []byte(payload(openAICases, "openai/401 invalid_api_key")), now)
 	require.Equal(t, classify.Auth, v.Class)
 	require.NotContains(t, v.Reason, "sk-proj")
 	require.NotContains(t, v.Reason, "abcd")
@@ -436,4 +436,14 @@ func TestResponseCarriesLimits(t *testing.T) {
 		require.Equal(t, int64(0), v.Limits[0].Remaining)
 		require.Equal(t, 120*time.Millisecond, v.Limits[0].Reset)
 	}
+}
+
+// payload returns the body of the case named name.
+func payload(cases []payloadCase, name string) string {
+	for _, c := range cases {
+		if c.name == name {
+			return c.body
+		}
+	}
+	panic("classify_test: no payload named " + name)
 }
