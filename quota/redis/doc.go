@@ -10,6 +10,8 @@
 // {<key.String()>}: with the default prefix, tollgate:{openai/default/gpt-4o}
 // holds the levels, pause and adopted capacities, …:leases the concurrency
 // leases (a sorted set scored by expiry) and …:t:<ticket> each ticket's
-// record. Expiry logic compares stored times with the script's clock;
-// Redis key expiry only collects garbage, long after it could matter.
+// record. There is one state hash and one lease set per key with a policy,
+// kept without a TTL. Expiry logic compares stored times with the script's
+// clock; the TTL on ticket records only collects garbage, long after it
+// could matter.
 package redis

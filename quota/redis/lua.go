@@ -6,7 +6,7 @@ import goredis "github.com/redis/go-redis/v9"
 // EVALSHA, atomic for the key, so replicas never race between reading a level
 // and charging it.
 //
-// KEYS: [1] the key's state hash, [2] its lease zset, [3] the ticket's hash
+// KEYS: [1] the key's state hash, [2] its lease zset, [3] the ticket's record
 // (Reserve, Settle, Cancel; otherwise any key of the same slot).
 //
 // ARGV, built by args.go:
@@ -21,10 +21,14 @@ import goredis "github.com/redis/go-redis/v9"
 //
 // State hash fields, per axis id a: l<a>/t<a> bucket level and the time it
 // was computed at, w<a>/d<a> daily window start and units used in it,
-// c<a> adopted effective capacity; pu/pr pause end and reason.
-// Ticket hash fields: s (q queued, g granted), m maturity µs, x expiry µs,
-// a axis of the wait, c1..c4 the charged cost (requests, tokens, input,
-// output tokens).
+// c<a> adopted effective capacity; pu/pr pause end and reason. The state hash
+// and lease zset have no TTL: there is one of each per key with a policy.
+//
+// A ticket is one string (GET and SET … PX are a call each, where a hash
+// would need two to write): "s m x a c1 c2 c3 c4", with s q(ueued) or
+// g(ranted), m maturity µs, x expiry µs, a the axis of the wait and c1..c4
+// the charged cost (requests, tokens, input, output tokens). Its PX only
+// collects garbage: x decides.
 //
 // Lua numbers are doubles and Redis truncates them to integers on return, so
 // every fractional value travels as a string formatted with %.17g.
@@ -48,7 +52,6 @@ local BUCKET, DAILY, LEASES = 1, 2, 3
 local LEASE_RETRY = 1000000 -- quota.DefaultLeaseRetry
 local MIN_WAIT = 1000
 local EPSILON = 1e-9 -- units: float noise, not a deficit
-local STATE_TTL = 7 * 86400 * 1000 -- ms: garbage collection of idle keys
 local TICKET_GRACE = 3600 * 1000 -- ms past a ticket's own expiry
 
 local function fmt(x) return string.format('%.17g', x) end
@@ -123,27 +126,24 @@ local function adjust(delta)
       hs[#hs + 1] = 'd' .. a.id; hs[#hs + 1] = fmt(u)
     end
   end
-  if #hs > 0 then
-    redis.call('HSET', S, unpack(hs))
-    redis.call('PEXPIRE', S, STATE_TTL)
-  end
+  if #hs > 0 then redis.call('HSET', S, unpack(hs)) end
 end
 
 local function ticket()
-  local raw = redis.call('HGETALL', T)
-  if #raw == 0 then return nil end
+  local raw = redis.call('GET', T)
+  if not raw then return nil end
   local t = {}
-  for j = 1, #raw, 2 do t[raw[j]] = raw[j + 1] end
-  if tonumber(t.x) <= now then
+  t.s, t.m, t.x, t.a, t.c1, t.c2, t.c3, t.c4 =
+    string.match(raw, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
+  if not t.x or tonumber(t.x) <= now then
     return nil -- expired: unknown, whatever PEXPIRE has not yet collected
   end
   return t
 end
 
 local function saveTicket(t, expiry)
-  redis.call('HSET', T, 's', t.s, 'm', fmt(t.m), 'x', fmt(expiry), 'a', t.a,
-    'c1', t.c1, 'c2', t.c2, 'c3', t.c3, 'c4', t.c4)
-  redis.call('PEXPIRE', T, math.ceil((expiry - now) / 1000) + TICKET_GRACE)
+  redis.call('SET', T, table.concat({t.s, fmt(t.m), fmt(expiry), t.a, t.c1, t.c2, t.c3, t.c4}, ' '),
+    'PX', math.ceil((expiry - now) / 1000) + TICKET_GRACE)
 end
 
 -- reply: {outcome, wait µs, reason, axis, pause reason, lease expiry µs, now µs}
@@ -172,7 +172,6 @@ local function lease(t, ticketID, fresh)
   if redis.call('ZCARD', L) < conc.cap then
     local exp = now + leaseTTL
     redis.call('ZADD', L, fmt(exp), ticketID)
-    redis.call('PEXPIRE', L, STATE_TTL)
     t.s = 'g'
     saveTicket(t, exp)
     return reply(1, 0, 0, 0, nil, exp)
@@ -279,9 +278,6 @@ elseif op == 'pause' then
   local untilT = tonumber(ARGV[i])
   if untilT > now and untilT > pausedUntil then
     redis.call('HSET', S, 'pu', fmt(untilT), 'pr', ARGV[i + 1])
-    local ttl = STATE_TTL
-    if (untilT - now) / 1000 + 86400000 > ttl then ttl = math.ceil((untilT - now) / 1000) + 86400000 end
-    redis.call('PEXPIRE', S, ttl)
   end
   return 1
 
@@ -318,10 +314,7 @@ elseif op == 'observe' then
       end
     end
   end
-  if #hs > 0 then
-    redis.call('HSET', S, unpack(hs))
-    redis.call('PEXPIRE', S, STATE_TTL)
-  end
+  if #hs > 0 then redis.call('HSET', S, unpack(hs)) end
   return 1
 
 elseif op == 'snapshot' then
