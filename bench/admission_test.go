@@ -1,0 +1,130 @@
+// Package bench holds benchmarks a user can rerun: what admission costs per
+// call, against Redis and in memory.
+package bench
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/memory"
+	"github.com/tollgate/tollgate/quota/redis"
+	"github.com/tollgate/tollgate/testsuite/redistest"
+)
+
+var key = quota.Key{Provider: "openai", Model: "gpt-4o"}
+
+// policies returns a policy on the first n bucket axes, so large that no
+// benchmark call is ever queued or refused.
+func policies(b *testing.B, n int) quota.Policies {
+	b.Helper()
+	var limits []quota.Limit
+	for _, a := range []quota.Axis{quota.Requests, quota.Tokens, quota.InputTokens, quota.OutputTokens}[:n] {
+		limits = append(limits, quota.Per(a, 1<<40, time.Millisecond))
+	}
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{key: {Limits: limits}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ps
+}
+
+var cost = quota.Cost{Requests: 1, Tokens: 1200, InputTokens: 1000, OutputTokens: 200}
+
+// admit is one governed call's store work: Reserve a fresh ticket, then
+// Settle it.
+func admit(b *testing.B, s quota.Store) {
+	b.Helper()
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		ticket := "t" + strconv.Itoa(i)
+		d, err := s.Reserve(ctx, quota.Reservation{Key: key, Ticket: ticket, Cost: cost})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if d.Outcome != quota.Granted {
+			b.Fatalf("reserve %s: %+v", ticket, d)
+		}
+		if err := s.Settle(ctx, key, ticket, cost); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRedisPing is the baseline: one bare round trip to the same
+// server the Redis benchmarks use.
+func BenchmarkRedisPing(b *testing.B) {
+	rdb := redistest.Start(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRedisReserve: Reserve + Settle of a fresh ticket against a real
+// redis-server, two script runs (round trips) per op.
+func BenchmarkRedisReserve(b *testing.B) {
+	for _, axes := range []int{1, 4} {
+		b.Run("axes="+strconv.Itoa(axes), func(b *testing.B) {
+			rdb := redistest.Start(b)
+			s, err := redis.New(rdb, policies(b, axes), redis.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			before := scriptMicros(b, rdb)
+			admit(b, s)
+			b.StopTimer()
+			// Time Redis spent running the scripts, apart from the network
+			// and the client: what a busier host cannot inflate.
+			b.ReportMetric((scriptMicros(b, rdb)-before)/float64(b.N), "server-µs/op")
+		})
+	}
+}
+
+// scriptMicros returns the µs Redis has spent in EVALSHA and EVAL so far.
+func scriptMicros(b *testing.B, rdb *goredis.Client) float64 {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
+			continue
+		}
+		for _, field := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
+			if v, ok := strings.CutPrefix(field, "usec="); ok {
+				us, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += us
+			}
+		}
+	}
+	return total
+}
+
+// BenchmarkMemoryReserve: Reserve + Settle of a fresh ticket in memory.
+func BenchmarkMemoryReserve(b *testing.B) {
+	for _, axes := range []int{1, 4} {
+		b.Run("axes="+strconv.Itoa(axes), func(b *testing.B) {
+			s, err := memory.New(policies(b, axes), memory.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			admit(b, s)
+		})
+	}
+}
