@@ -1,0 +1,157 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	anthropicoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/openai/openai-go/v3"
+	openaioption "github.com/openai/openai-go/v3/option"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+)
+
+// CompleteActivity is the name Complete is registered under by Register.
+const CompleteActivity = "Complete"
+
+// Register registers a's activities on r under their exported names
+// (CompleteActivity). r.RegisterActivity(a) does the same: Activities has
+// no exported method other than its activities (which is why Register is a
+// function, not a method).
+func Register(r worker.ActivityRegistry, a *Activities) {
+	r.RegisterActivityWithOptions(a.Complete, activity.RegisterOptions{Name: CompleteActivity})
+}
+
+// Complete runs req on its provider: OpenAI through Chat Completions,
+// Anthropic through Messages, with the SDK's retries off.
+//
+// A request that can never succeed (an invalid field, a provider this worker
+// has no config for) fails with a non-retryable *temporal.ApplicationError of
+// type ErrTypeInvalidRequest or ErrTypeProviderNotConfigured. A provider or
+// transport failure is returned as the SDK gave it, wrapped with %w, so
+// errors.As finds *openai.Error or *anthropic.Error (status, headers, body)
+// and the interceptor classifies it.
+func (a *Activities) Complete(ctx context.Context, req Request) (Response, error) {
+	if err := req.Validate(); err != nil {
+		return Response{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidRequest, err)
+	}
+	var (
+		resp Response
+		err  error
+	)
+	switch {
+	case req.Provider == OpenAI && a.openai != nil:
+		resp, err = a.completeOpenAI(ctx, req)
+	case req.Provider == Anthropic && a.anthropic != nil:
+		resp, err = a.completeAnthropic(ctx, req)
+	default:
+		err := invalid("request.provider", req.Provider, "is not configured on this worker",
+			"set config."+req.Provider+".api_key on the worker, or send the request to a worker that has it")
+		return Response{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeProviderNotConfigured, err)
+	}
+	if activity.IsActivity(ctx) {
+		// Never the key, the prompt or the answer: only what the call was and used.
+		logger := activity.GetLogger(ctx)
+		if err != nil {
+			logger.Debug("LLM call failed", "provider", req.Provider, "model", req.Model, "error", err)
+		} else {
+			logger.Debug("LLM call done", "provider", resp.Provider, "model", resp.Model, "request_id", resp.RequestID,
+				"finish_reason", resp.FinishReason, "input_tokens", resp.Usage.InputTokens, "output_tokens", resp.Usage.OutputTokens)
+		}
+	}
+	return resp, err
+}
+
+func (a *Activities) completeOpenAI(ctx context.Context, req Request) (Response, error) {
+	msgs := make([]openai.ChatCompletionMessageParamUnion, 0, len(req.Messages)+1)
+	if req.System != "" {
+		msgs = append(msgs, openai.SystemMessage(req.System))
+	}
+	for _, m := range req.Messages {
+		if m.Role == RoleAssistant {
+			msgs = append(msgs, openai.AssistantMessage(m.Content))
+		} else {
+			msgs = append(msgs, openai.UserMessage(m.Content))
+		}
+	}
+	params := openai.ChatCompletionNewParams{
+		Model:               req.Model,
+		Messages:            msgs,
+		MaxCompletionTokens: openai.Int(req.MaxOutputTokens),
+	}
+	if req.Temperature != nil {
+		params.Temperature = openai.Float(*req.Temperature)
+	}
+	var raw *http.Response
+	c, err := a.openai.Chat.Completions.New(ctx, params, openaioption.WithResponseInto(&raw))
+	if err != nil {
+		return Response{}, fmt.Errorf("activities: openai chat completion (model %s): %w", req.Model, err)
+	}
+	if len(c.Choices) == 0 {
+		return Response{}, fmt.Errorf("activities: openai chat completion (model %s) returned no choices", req.Model)
+	}
+	return Response{
+		Text:         c.Choices[0].Message.Content,
+		FinishReason: c.Choices[0].FinishReason,
+		Usage:        Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens},
+		Provider:     OpenAI,
+		Model:        c.Model,
+		RequestID:    header(raw, "x-request-id"),
+	}, nil
+}
+
+func (a *Activities) completeAnthropic(ctx context.Context, req Request) (Response, error) {
+	params := anthropic.MessageNewParams{
+		Model:     anthropic.Model(req.Model),
+		MaxTokens: req.MaxOutputTokens,
+		Messages:  make([]anthropic.MessageParam, 0, len(req.Messages)),
+	}
+	if req.System != "" {
+		params.System = []anthropic.TextBlockParam{{Text: req.System}}
+	}
+	for _, m := range req.Messages {
+		if m.Role == RoleAssistant {
+			params.Messages = append(params.Messages, anthropic.NewAssistantMessage(anthropic.NewTextBlock(m.Content)))
+		} else {
+			params.Messages = append(params.Messages, anthropic.NewUserMessage(anthropic.NewTextBlock(m.Content)))
+		}
+	}
+	var raw *http.Response
+	opts := []anthropicoption.RequestOption{anthropicoption.WithResponseInto(&raw)}
+	if req.Temperature != nil {
+		// The SDK no longer models temperature; the API still reads it.
+		opts = append(opts, anthropicoption.WithJSONSet("temperature", *req.Temperature))
+	}
+	msg, err := a.anthropic.Messages.New(ctx, params, opts...)
+	if err != nil {
+		return Response{}, fmt.Errorf("activities: anthropic message (model %s): %w", req.Model, err)
+	}
+	var text strings.Builder
+	for _, b := range msg.Content {
+		if b.Type == "text" {
+			text.WriteString(b.Text)
+		}
+	}
+	return Response{
+		Text:         text.String(),
+		FinishReason: string(msg.StopReason),
+		Usage: Usage{
+			InputTokens:  msg.Usage.InputTokens + msg.Usage.CacheCreationInputTokens,
+			OutputTokens: msg.Usage.OutputTokens,
+		},
+		Provider:  Anthropic,
+		Model:     string(msg.Model),
+		RequestID: header(raw, "request-id"),
+	}, nil
+}
+
+func header(r *http.Response, name string) string {
+	if r == nil {
+		return ""
+	}
+	return r.Header.Get(name)
+}

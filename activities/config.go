@@ -1,0 +1,142 @@
+package activities
+
+import (
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	anthropicoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/openai/openai-go/v3"
+	openaioption "github.com/openai/openai-go/v3/option"
+)
+
+// Default base URLs, used when a ProviderConfig's BaseURL is empty.
+const (
+	DefaultOpenAIBaseURL    = "https://api.openai.com/v1/"
+	DefaultAnthropicBaseURL = "https://api.anthropic.com/"
+)
+
+// ProviderConfig is how the worker reaches one provider. A zero
+// ProviderConfig leaves the provider unconfigured: requests for it fail
+// non-retryably with ErrTypeProviderNotConfigured.
+type ProviderConfig struct {
+	// APIKey authenticates the worker. Required when any other field is
+	// set. It is sent only to BaseURL and never logged.
+	APIKey string
+	// BaseURL is the API's root: OpenAI's includes /v1 (e.g.
+	// "http://127.0.0.1:8089/v1/"), Anthropic's does not. Empty means the
+	// provider's public API. Environment variables (OPENAI_BASE_URL,
+	// ANTHROPIC_BASE_URL) are not consulted.
+	BaseURL string
+	// HTTPClient sends the requests; nil means a client using
+	// http.DefaultTransport. It is copied, not modified: its Transport is
+	// wrapped to record responses into the call's classify.Recorder.
+	HTTPClient *http.Client
+	// Timeout bounds each HTTP request; zero means the SDK's default (none
+	// for OpenAI beyond the activity's context; Anthropic's computed
+	// non-streaming timeout).
+	Timeout time.Duration
+}
+
+func (p ProviderConfig) configured() bool {
+	return p.APIKey != "" || p.BaseURL != "" || p.HTTPClient != nil || p.Timeout != 0
+}
+
+func (p ProviderConfig) validate(name string) error {
+	if p.APIKey == "" {
+		return invalid("config."+name+".api_key", "", "is empty",
+			"set the worker's API key for "+name+" (any non-empty key works against llmsim), or leave the whole provider config zero")
+	}
+	if p.BaseURL != "" {
+		u, err := url.Parse(p.BaseURL)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			return invalid("config."+name+".base_url", p.BaseURL, "is not an absolute URL", `use e.g. "https://api.openai.com/v1/"`)
+		}
+	}
+	if p.Timeout < 0 {
+		return invalid("config."+name+".timeout", p.Timeout.String(), "is negative", "use 0 for the SDK's default or a positive duration")
+	}
+	return nil
+}
+
+// httpClient returns a copy of the configured client whose transport records
+// every response into the request context's classify.Recorder.
+func (p ProviderConfig) httpClient() *http.Client {
+	var c http.Client
+	if p.HTTPClient != nil {
+		c = *p.HTTPClient
+	}
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	c.Transport = recordingTransport{next: next}
+	return &c
+}
+
+// Config is the worker's configuration for the activities. A zero
+// ProviderConfig leaves that provider unconfigured; at least one must be set.
+type Config struct {
+	OpenAI    ProviderConfig
+	Anthropic ProviderConfig
+}
+
+// Activities runs LLM calls. Build it with New and register it once per
+// worker (Register). It is safe for concurrent use.
+type Activities struct {
+	openai    *openai.Client
+	anthropic *anthropic.Client
+}
+
+// New builds one SDK client per configured provider, with the SDK's retries
+// off and a transport that records responses for the interceptor. It returns
+// an *InvalidRequestError naming the bad field of cfg.
+func New(cfg Config) (*Activities, error) {
+	a := &Activities{}
+	if !cfg.OpenAI.configured() && !cfg.Anthropic.configured() {
+		return nil, invalid("config", "", "configures no provider", "set config.openai or config.anthropic (at least api_key)")
+	}
+	if p := cfg.OpenAI; p.configured() {
+		if err := p.validate(OpenAI); err != nil {
+			return nil, err
+		}
+		base := p.BaseURL
+		if base == "" {
+			base = DefaultOpenAIBaseURL
+		}
+		opts := []openaioption.RequestOption{
+			openaioption.WithAPIKey(p.APIKey),
+			openaioption.WithBaseURL(base),
+			openaioption.WithMaxRetries(0),
+			openaioption.WithHTTPClient(p.httpClient()),
+		}
+		if p.Timeout > 0 {
+			opts = append(opts, openaioption.WithRequestTimeout(p.Timeout))
+		}
+		c := openai.NewClient(opts...)
+		a.openai = &c
+	}
+	if p := cfg.Anthropic; p.configured() {
+		if err := p.validate(Anthropic); err != nil {
+			return nil, err
+		}
+		base := p.BaseURL
+		if base == "" {
+			base = DefaultAnthropicBaseURL
+		}
+		opts := []anthropicoption.RequestOption{
+			anthropicoption.WithoutEnvironmentDefaults(),
+			anthropicoption.WithAPIKey(p.APIKey),
+			anthropicoption.WithBaseURL(base),
+			anthropicoption.WithMaxRetries(0),
+			anthropicoption.WithHTTPClient(p.httpClient()),
+		}
+		if p.Timeout > 0 {
+			opts = append(opts, anthropicoption.WithRequestTimeout(p.Timeout))
+		}
+		c := anthropic.NewClient(opts...)
+		a.anthropic = &c
+	}
+	return a, nil
+}

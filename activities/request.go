@@ -1,0 +1,189 @@
+package activities
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+// The providers a Request may name.
+const (
+	// OpenAI runs requests through Chat Completions.
+	OpenAI = "openai"
+	// Anthropic runs requests through the Messages API.
+	Anthropic = "anthropic"
+)
+
+// The roles a Message may have. The system prompt is Request.System, not a
+// message.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// Message is one turn of a conversation.
+type Message struct {
+	// Role is RoleUser or RoleAssistant.
+	Role string `json:"role"`
+	// Content is the turn's text.
+	Content string `json:"content"`
+}
+
+// Request is a provider-neutral LLM call, the input of Activities.Complete.
+// It is stored in workflow history (Temporal's JSON data converter), so it
+// holds no secrets: the API key comes from the worker's Config.
+type Request struct {
+	// Provider is OpenAI or Anthropic. Required.
+	Provider string `json:"provider"`
+	// Account names the provider account whose limits the call is metered
+	// against (a quota.Key's Account); empty means the default account. The
+	// worker's configured key for Provider is used whatever it says.
+	Account string `json:"account,omitempty"`
+	// Model is the provider's model id, e.g. "gpt-4o". Required.
+	Model string `json:"model"`
+	// System is the system prompt; empty sends none.
+	System string `json:"system,omitempty"`
+	// Messages is the conversation, oldest first. At least one is required.
+	Messages []Message `json:"messages"`
+	// MaxOutputTokens bounds the answer (OpenAI max_completion_tokens,
+	// Anthropic max_tokens). Required, positive: the cost estimate is built
+	// from it.
+	MaxOutputTokens int64 `json:"max_output_tokens"`
+	// Temperature is the sampling temperature; nil leaves the provider's
+	// default.
+	Temperature *float64 `json:"temperature,omitempty"`
+	// Tenant, when set, meters the call under a tenant's own budget inside
+	// the account's (a quota.Key's Tenant).
+	Tenant string `json:"tenant,omitempty"`
+	// Priority orders the call against others on the same key; the zero
+	// value is quota.Normal.
+	Priority quota.Priority `json:"priority,omitempty"`
+}
+
+var _ quota.Governed = Request{}
+
+// Validate reports an *InvalidRequestError naming the first bad field of r,
+// or nil.
+func (r Request) Validate() error {
+	switch r.Provider {
+	case OpenAI, Anthropic:
+	case "":
+		return invalid("request.provider", "", "is empty", `set "openai" or "anthropic"`)
+	default:
+		return invalid("request.provider", r.Provider, "is not a supported provider", `use "openai" or "anthropic"`)
+	}
+	if r.Model == "" {
+		return invalid("request.model", "", "is empty", `set the provider's model id, e.g. "gpt-4o"`)
+	}
+	if len(r.Messages) == 0 {
+		return invalid("request.messages", "", "is empty", "send at least one user message")
+	}
+	for i, m := range r.Messages {
+		if m.Role != RoleUser && m.Role != RoleAssistant {
+			return invalid(fmt.Sprintf("request.messages[%d].role", i), m.Role, "is not a supported role",
+				`use "user" or "assistant"; put a system prompt in request.system`)
+		}
+	}
+	if r.MaxOutputTokens <= 0 {
+		return invalid("request.max_output_tokens", strconv.FormatInt(r.MaxOutputTokens, 10), "must be positive",
+			"bound the answer, e.g. 1024; the cost estimate is built from it")
+	}
+	if t := r.Temperature; t != nil && (math.IsNaN(*t) || *t < 0 || *t > 2) {
+		return invalid("request.temperature", strconv.FormatFloat(*t, 'g', -1, 64), "is out of range",
+			"use a value in [0, 2] (Anthropic accepts [0, 1]) or leave it unset")
+	}
+	if r.Priority != quota.Normal && r.Priority != quota.Low {
+		return invalid("request.priority", strconv.Itoa(int(r.Priority)), "is not a known priority", "use quota.Normal (0) or quota.Low (-1)")
+	}
+	return nil
+}
+
+// Characters counts the characters (Unicode code points) of the system
+// prompt and every message: what the estimators size a prompt by.
+func (r Request) Characters() int64 {
+	n := int64(utf8.RuneCountInString(r.System))
+	for _, m := range r.Messages {
+		n += int64(utf8.RuneCountInString(m.Content))
+	}
+	return n
+}
+
+// Key returns the quota key the request is metered under.
+func (r Request) Key() quota.Key {
+	return quota.Key{Provider: r.Provider, Account: r.Account, Model: r.Model, Tenant: r.Tenant}
+}
+
+// QuotaCharge implements quota.Governed: the request's key, the provider's
+// estimate of its cost and its priority. It returns an *InvalidRequestError
+// or a *quota.InvalidError naming the bad field.
+func (r Request) QuotaCharge() (quota.Charge, error) {
+	if err := r.Validate(); err != nil {
+		return quota.Charge{}, err
+	}
+	key := r.Key()
+	if err := key.Validate(); err != nil {
+		return quota.Charge{}, err
+	}
+	var cost quota.Cost
+	switch r.Provider {
+	case OpenAI:
+		cost = EstimateOpenAI(r.Characters(), r.MaxOutputTokens)
+	case Anthropic:
+		cost = EstimateAnthropic(r.Characters(), r.MaxOutputTokens)
+	}
+	return quota.Charge{Key: key, Cost: cost, Priority: r.Priority}, nil
+}
+
+// WithModel returns a copy of r aimed at another provider and model (a
+// fallback), with its own copy of Messages.
+func (r Request) WithModel(provider, model string) Request {
+	r.Provider, r.Model = provider, model
+	r.Messages = append([]Message(nil), r.Messages...)
+	if r.Temperature != nil {
+		t := *r.Temperature
+		r.Temperature = &t
+	}
+	return r
+}
+
+// Usage is what a call used, from the provider's usage block.
+type Usage struct {
+	// InputTokens is the prompt's tokens (for Anthropic, including tokens
+	// written to the prompt cache).
+	InputTokens int64 `json:"input_tokens"`
+	// OutputTokens is the answer's tokens.
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// Response is the result of Activities.Complete.
+type Response struct {
+	// Text is the answer's text (Anthropic text blocks joined).
+	Text string `json:"text"`
+	// FinishReason is the provider's own: OpenAI "stop", "length", …;
+	// Anthropic "end_turn", "max_tokens", ….
+	FinishReason string `json:"finish_reason"`
+	// Usage is what the call used.
+	Usage Usage `json:"usage"`
+	// Provider is the provider that answered.
+	Provider string `json:"provider"`
+	// Model is the model that answered, as the provider reported it.
+	Model string `json:"model"`
+	// RequestID is the provider's request id (OpenAI x-request-id,
+	// Anthropic request-id), for support tickets.
+	RequestID string `json:"request_id,omitempty"`
+}
+
+var _ quota.Metered = Response{}
+
+// QuotaUsage implements quota.Metered: one request and the tokens used.
+func (r Response) QuotaUsage() quota.Cost {
+	return quota.Cost{
+		Requests:     1,
+		Tokens:       r.Usage.InputTokens + r.Usage.OutputTokens,
+		InputTokens:  r.Usage.InputTokens,
+		OutputTokens: r.Usage.OutputTokens,
+	}
+}
