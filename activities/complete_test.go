@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tollgate/tollgate/classify"
+	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
 )
 
@@ -68,10 +70,11 @@ func chat(provider, model, prompt string) Request {
 func TestCompleteSuccess(t *testing.T) {
 	f := newSimFixture(t)
 	for _, tc := range []struct {
-		name    string
-		req     Request
-		finish  string
-		headers map[string]string
+		name     string
+		req      Request
+		finish   string
+		headers  map[string]string
+		requests quota.Observation // learned from the headers by classify.Limits
 	}{
 		{"openai", chat(OpenAI, "gpt-4o", "What is a token bucket?"), "stop", map[string]string{
 			"x-ratelimit-limit-requests":     "60",
@@ -79,14 +82,14 @@ func TestCompleteSuccess(t *testing.T) {
 			"x-ratelimit-reset-requests":     "1s",
 			"x-ratelimit-remaining-tokens":   "5900", // max(100, ceil(37/4))
 			"x-ratelimit-reset-tokens":       "1s",
-		}},
+		}, quota.Observation{Axis: quota.Requests, Limit: 60, Remaining: 59, Reset: time.Second}},
 		{"anthropic", chat(Anthropic, "claude-haiku-4-5", "What is a token bucket?"), "end_turn", map[string]string{
 			"anthropic-ratelimit-requests-limit":          "50",
 			"anthropic-ratelimit-requests-remaining":      "49",
 			"anthropic-ratelimit-input-tokens-remaining":  "2990", // ceil(37/4) = 10
 			"anthropic-ratelimit-output-tokens-remaining": "1100",
 			"anthropic-ratelimit-output-tokens-reset":     "2026-03-04T05:06:12Z", // 100 tokens at 20/s
-		}},
+		}, quota.Observation{Axis: quota.Requests, Limit: 50, Remaining: 49, Reset: 2 * time.Second}}, // 1.2 s, sent as a whole second
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &classify.Recorder{}
@@ -109,6 +112,9 @@ func TestCompleteSuccess(t *testing.T) {
 			for k, v := range tc.headers {
 				require.Equal(t, v, h.Get(k), k)
 			}
+			v := classify.Classifier{}.Response(status, h, nil, f.clock.Now())
+			require.Equal(t, classify.OK, v.Class)
+			require.Contains(t, v.Limits, tc.requests)
 		})
 	}
 	t.Run("assistant turns and temperature", func(t *testing.T) {
@@ -139,6 +145,7 @@ type failure struct {
 	openAICode string // *openai.Error Code (or Type when code is null)
 	anthropic  string // *anthropic.Error Type()
 	errorCode  string // *anthropic.Error ErrorCode()
+	class      classify.Class
 }
 
 func TestCompleteErrorsAreSDKErrors(t *testing.T) {
@@ -150,53 +157,53 @@ func TestCompleteErrorsAreSDKErrors(t *testing.T) {
 		{"openai injected 429 with retry-after 2", func(t *testing.T, f *simFixture) (*Activities, Request) {
 			require.NoError(t, f.sim.Inject(llmsim.Fault{Kind: llmsim.FaultRateLimit, Times: 1, RetryAfter: 2 * time.Second}))
 			return f.acts, chat(OpenAI, "gpt-4o", "hi")
-		}, failure{status: 429, retryAfter: "2", openAICode: "rate_limit_exceeded"}},
+		}, failure{status: 429, retryAfter: "2", openAICode: "rate_limit_exceeded", class: classify.RateLimited}},
 		{"openai bucket 429", func(t *testing.T, f *simFixture) (*Activities, Request) {
 			_, err := f.acts.Complete(context.Background(), chat(OpenAI, "gpt-4o-tiny", "hi"))
 			require.NoError(t, err)
 			return f.acts, chat(OpenAI, "gpt-4o-tiny", "hi")
-		}, failure{status: 429, retryAfter: "60", openAICode: "rate_limit_exceeded"}},
+		}, failure{status: 429, retryAfter: "60", openAICode: "rate_limit_exceeded", class: classify.RateLimited}},
 		{"openai spend cap", func(t *testing.T, f *simFixture) (*Activities, Request) {
 			require.NoError(t, f.sim.Inject(llmsim.Fault{Kind: llmsim.FaultSpendCap}))
 			return f.acts, chat(OpenAI, "gpt-4o", "hi")
-		}, failure{status: 429, openAICode: "insufficient_quota"}},
+		}, failure{status: 429, openAICode: "insufficient_quota", class: classify.SpendCap}},
 		{"openai overload 503", func(t *testing.T, f *simFixture) (*Activities, Request) {
 			require.NoError(t, f.sim.Inject(llmsim.Fault{Kind: llmsim.FaultOverload, RetryAfter: time.Second}))
 			return f.acts, chat(OpenAI, "gpt-4o", "hi")
-		}, failure{status: 503, retryAfter: "1", openAICode: "server_error"}},
+		}, failure{status: 503, retryAfter: "1", openAICode: "server_error", class: classify.Overloaded}},
 		{"openai 401", func(t *testing.T, f *simFixture) (*Activities, Request) {
 			return newActs(t, f.srv, "sk-wrong"), chat(OpenAI, "gpt-4o", "hi")
-		}, failure{status: 401, openAICode: "invalid_api_key"}},
+		}, failure{status: 401, openAICode: "invalid_api_key", class: classify.Auth}},
 		{"openai 400 context too long", func(t *testing.T, f *simFixture) (*Activities, Request) {
 			return f.acts, chat(OpenAI, "gpt-4o", strings.Repeat("x", 4000))
-		}, failure{status: 400, openAICode: "context_length_exceeded"}},
+		}, failure{status: 400, openAICode: "context_length_exceeded", class: classify.ContextTooLong}},
 		{"anthropic injected 429 with retry-after 2", func(t *testing.T, f *simFixture) (*Activities, Request) {
 			require.NoError(t, f.sim.Inject(llmsim.Fault{Kind: llmsim.FaultRateLimit, Times: 1, RetryAfter: 2 * time.Second}))
 			return f.acts, chat(Anthropic, "claude-haiku-4-5", "hi")
-		}, failure{status: 429, retryAfter: "2", anthropic: "rate_limit_error"}},
+		}, failure{status: 429, retryAfter: "2", anthropic: "rate_limit_error", class: classify.RateLimited}},
 		{"anthropic bucket 429", func(t *testing.T, f *simFixture) (*Activities, Request) {
 			_, err := f.acts.Complete(context.Background(), chat(Anthropic, "claude-tiny", "hi"))
 			require.NoError(t, err)
 			return f.acts, chat(Anthropic, "claude-tiny", "hi")
-		}, failure{status: 429, retryAfter: "60", anthropic: "rate_limit_error"}},
+		}, failure{status: 429, retryAfter: "60", anthropic: "rate_limit_error", class: classify.RateLimited}},
 		{"anthropic spend cap", func(t *testing.T, f *simFixture) (*Activities, Request) {
 			require.NoError(t, f.sim.Inject(llmsim.Fault{Kind: llmsim.FaultSpendCap}))
 			return f.acts, chat(Anthropic, "claude-haiku-4-5", "hi")
-		}, failure{status: 429, anthropic: "rate_limit_error", errorCode: "enforced_spend_limit_reached"}},
+		}, failure{status: 429, anthropic: "rate_limit_error", errorCode: "enforced_spend_limit_reached", class: classify.SpendCap}},
 		{"anthropic overload 529", func(t *testing.T, f *simFixture) (*Activities, Request) {
 			require.NoError(t, f.sim.Inject(llmsim.Fault{Kind: llmsim.FaultOverload}))
 			return f.acts, chat(Anthropic, "claude-haiku-4-5", "hi")
-		}, failure{status: 529, anthropic: "overloaded_error"}},
+		}, failure{status: 529, anthropic: "overloaded_error", class: classify.Overloaded}},
 		{"anthropic overload 503", func(t *testing.T, f *simFixture) (*Activities, Request) {
 			require.NoError(t, f.sim.Inject(llmsim.Fault{Kind: llmsim.FaultOverload, Status: 503}))
 			return f.acts, chat(Anthropic, "claude-haiku-4-5", "hi")
-		}, failure{status: 503, anthropic: "overloaded_error"}},
+		}, failure{status: 503, anthropic: "overloaded_error", class: classify.Overloaded}},
 		{"anthropic 401", func(t *testing.T, f *simFixture) (*Activities, Request) {
 			return newActs(t, f.srv, "sk-wrong"), chat(Anthropic, "claude-haiku-4-5", "hi")
-		}, failure{status: 401, anthropic: "authentication_error"}},
+		}, failure{status: 401, anthropic: "authentication_error", class: classify.Auth}},
 		{"anthropic 400 context too long", func(t *testing.T, f *simFixture) (*Activities, Request) {
 			return f.acts, chat(Anthropic, "claude-haiku-4-5", strings.Repeat("x", 4000))
-		}, failure{status: 400, anthropic: "invalid_request_error"}},
+		}, failure{status: 400, anthropic: "invalid_request_error", class: classify.ContextTooLong}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newSimFixture(t)
@@ -227,6 +234,17 @@ func TestCompleteErrorsAreSDKErrors(t *testing.T) {
 			}
 			require.Equal(t, tc.want.status, status)
 			require.Equal(t, tc.want.retryAfter, header.Get("retry-after"))
+
+			v := classify.Classifier{}.Error(err, f.clock.Now())
+			require.Equal(t, tc.want.class, v.Class, "classified as %s", v.Class)
+			require.Equal(t, tc.want.status, v.Status)
+			require.Equal(t, tc.want.retryAfter != "", v.HasRetryAfter)
+			if tc.want.retryAfter != "" {
+				require.Equal(t, tc.want.retryAfter, strconv.Itoa(int(v.RetryAfter/time.Second)))
+			}
+			if tc.want.class == classify.SpendCap {
+				require.False(t, v.Retryable, "a spend cap is terminal")
+			}
 
 			recStatus, _, ok := rec.Last()
 			require.True(t, ok, "failures are recorded too")
