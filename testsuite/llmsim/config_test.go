@@ -122,3 +122,10 @@ func TestNewValidates(t *testing.T) {
 	require.Equal(t, "models", ce.Field)
 	require.NotContains(t, (&ConfigError{Field: "accounts[1].api_key", Value: "(redacted)"}).Error(), "sk-")
 }
+
+func TestExampleConfigFile(t *testing.T) {
+	c, err := LoadConfig("testdata/example.yaml")
+	require.NoError(t, err)
+	_, err = New(c)
+	require.NoError(t, err)
+}

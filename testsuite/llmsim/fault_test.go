@@ -193,3 +193,27 @@ func TestStatsAndSeries(t *testing.T) {
 	require.Equal(t, []Second{{Start: start, Accepted: 2, TooManyRequests: 1}}, f.sim.Series("a"))
 	require.Nil(t, f.sim.Series("nope"))
 }
+
+func TestLatency(t *testing.T) {
+	sim, err := New(Config{
+		Models:   []Model{{Provider: OpenAI, Name: "m"}},
+		Latency:  Latency{Fixed: 10 * time.Millisecond, Jitter: 5 * time.Millisecond},
+		Overload: Overload{Probability: 0},
+		Seed:     3,
+	}, WithClock(NewManualClock(epoch)))
+	require.NoError(t, err)
+	c := call{model: "m", chars: 4, maxTokens: 1, prompt: "abcd"}
+	seen := make(map[time.Duration]bool)
+	for i := 0; i < 50; i++ {
+		o := sim.decide(openAIDialect{}, "k", c, nil)
+		require.Nil(t, o.err)
+		require.GreaterOrEqual(t, o.delay, 10*time.Millisecond)
+		require.Less(t, o.delay, 15*time.Millisecond)
+		seen[o.delay] = true
+	}
+	require.Greater(t, len(seen), 1, "jitter varies the delay")
+
+	refused := sim.decide(openAIDialect{}, "", c, nil)
+	require.NotNil(t, refused.err)
+	require.Zero(t, refused.delay, "errors are answered at once")
+}
