@@ -64,7 +64,7 @@ type EscalationDetails struct {
 	From string `json:"from"`
 	// Backups is the rest of the chain to try, in order.
 	Backups []string `json:"backups"`
-	// Reason is "rate_limited" or "deadline".
+	// Reason is "rate_limited", "deadline", "spend_cap" or "daily_quota".
 	Reason string `json:"reason"`
 	// RateLimited is how many provider rate-limit answers the call had.
 	RateLimited int `json:"rate_limited"`
@@ -73,11 +73,11 @@ type EscalationDetails struct {
 	Wait time.Duration `json:"wait,omitempty"`
 }
 
-// Escalation reports whether err is (or wraps) a RateLimitEscalation
-// application error and returns its details.
+// Escalation reports whether err is, or has in its chain, a
+// RateLimitEscalation application error and returns its details.
 func Escalation(err error) (EscalationDetails, bool) {
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != RateLimitEscalation {
+	appErr := findType(err, RateLimitEscalation)
+	if appErr == nil {
 		return EscalationDetails{}, false
 	}
 	var d EscalationDetails
@@ -87,11 +87,25 @@ func Escalation(err error) (EscalationDetails, bool) {
 	return d, true
 }
 
-// IsType reports whether err is (or wraps) an application error of the given
-// Tollgate type.
+// IsType reports whether err is, or has in its chain, an application error
+// of the given Tollgate type. Unlike errors.As, it looks past application
+// errors of other types (such as a workflow's own wrapping).
 func IsType(err error, errType string) bool {
-	var appErr *temporal.ApplicationError
-	return errors.As(err, &appErr) && appErr.Type() == errType
+	return findType(err, errType) != nil
+}
+
+func findType(err error, errType string) *temporal.ApplicationError {
+	for err != nil {
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) {
+			return nil
+		}
+		if appErr.Type() == errType {
+			return appErr
+		}
+		err = appErr.Unwrap()
+	}
+	return nil
 }
 
 // Target names a model to run a call on: "provider/model", optionally

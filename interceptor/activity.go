@@ -1,0 +1,406 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tollgate/tollgate"
+	"github.com/tollgate/tollgate/classify"
+	"github.com/tollgate/tollgate/quota"
+)
+
+// fallbackHeader carries a tollgate.FallbackStep from the workflow
+// interceptor to the activity interceptor.
+const fallbackHeader = "tollgate-fallback"
+
+type activityInbound struct {
+	interceptor.ActivityInboundInterceptorBase
+	root *WorkerInterceptor
+	// out is the SDK's outbound interceptor, below our heartbeat filter.
+	out interceptor.ActivityOutboundInterceptor
+}
+
+func (a *activityInbound) Init(outbound interceptor.ActivityOutboundInterceptor) error {
+	a.out = outbound
+	o := &activityOutbound{}
+	o.Next = outbound
+	return a.Next.Init(o)
+}
+
+// call is one governed attempt.
+type call struct {
+	r      quota.Reservation
+	info   activity.Info
+	att    *attempt
+	step   *tollgate.FallbackStep
+	input  any
+	target string
+}
+
+func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	var first any
+	if len(in.Args) > 0 {
+		first = in.Args[0]
+	}
+	_, governed := first.(quota.Governed)
+	var chargeFn ChargeFunc
+	if !governed && len(a.root.opts.Activities) > 0 {
+		chargeFn = a.root.opts.Activities[activity.GetInfo(ctx).ActivityType.Name]
+	}
+	if !governed && chargeFn == nil {
+		return a.Next.ExecuteActivity(ctx, in)
+	}
+	c := &call{input: first}
+	if err := a.applyFallbackStep(ctx, in, c); err != nil {
+		return nil, err
+	}
+	var charge quota.Charge
+	var err error
+	if g, ok := c.input.(quota.Governed); ok {
+		charge, err = g.QuotaCharge()
+	} else {
+		charge, err = chargeFn(in.Args)
+	}
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError("tollgate: cannot charge this call: "+err.Error(), tollgate.InvalidRequest, err)
+	}
+	c.info = activity.GetInfo(ctx)
+	c.r = quota.Reservation{
+		Key:      charge.Key,
+		Ticket:   c.info.Namespace + "/" + c.info.WorkflowExecution.ID + "/" + c.info.WorkflowExecution.RunID + "/" + c.info.ActivityID,
+		Cost:     charge.Cost,
+		Priority: charge.Priority,
+	}
+	c.target = tollgate.Target{Provider: charge.Key.Provider, Account: charge.Key.Account, Model: charge.Key.Model}.String()
+	c.att = loadAttempt(ctx, a.out)
+	ctx = context.WithValue(ctx, attemptKey{}, c.att)
+	return a.governed(ctx, in, c)
+}
+
+// applyFallbackStep sends the input to the step's target when the call is a
+// step of a fallback chain.
+func (a *activityInbound) applyFallbackStep(ctx context.Context, in *interceptor.ExecuteActivityInput, c *call) error {
+	p := interceptor.Header(ctx)[fallbackHeader]
+	if p == nil {
+		return nil
+	}
+	var step tollgate.FallbackStep
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &step); err != nil {
+		return temporal.NewNonRetryableApplicationError("tollgate: unreadable fallback step header: "+err.Error(), tollgate.InvalidRequest, err)
+	}
+	r, ok := c.input.(tollgate.Retargetable)
+	if !ok {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("tollgate: fallback to %s needs an input that implements tollgate.Retargetable; %T does not", step.Target, c.input),
+			tollgate.InvalidRequest, nil)
+	}
+	t, err := tollgate.ParseTarget(step.Target)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), tollgate.InvalidRequest, err)
+	}
+	moved, err := r.Retarget(t)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError("tollgate: fallback to "+step.Target+": "+err.Error(), tollgate.InvalidRequest, err)
+	}
+	in.Args[0] = moved
+	c.input = moved
+	c.step = &step
+	return nil
+}
+
+func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteActivityInput, c *call) (any, error) {
+	o := &a.root.opts
+	start := time.Now()
+	d, err := o.Store.Reserve(ctx, c.r)
+	a.root.ins.store(ctx, "reserve", start)
+	if err != nil {
+		return a.reserveFailed(ctx, in, c, err)
+	}
+	a.root.ins.admission(ctx, c.r.Key, d)
+	if d.Outcome != quota.Granted {
+		return nil, a.wait(ctx, c, d)
+	}
+	a.root.counters.admitted.Add(1)
+
+	rec := &classify.Recorder{}
+	res, callErr := a.Next.ExecuteActivity(classify.NewContext(ctx, rec), in)
+	now := o.Clock.Now()
+	v := o.Classifier.Error(callErr, now)
+	a.settle(ctx, c, rec, res, callErr, v, now)
+	if callErr == nil {
+		return res, nil
+	}
+	return nil, a.conclude(ctx, c, callErr, v, now)
+}
+
+func (a *activityInbound) reserveFailed(ctx context.Context, in *interceptor.ExecuteActivityInput, c *call, err error) (any, error) {
+	switch {
+	case errors.Is(err, quota.ErrNoPolicy):
+		a.root.counters.ungoverned.Add(1)
+		return a.Next.ExecuteActivity(ctx, in)
+	case errors.Is(err, quota.ErrOversize):
+		return nil, temporal.NewNonRetryableApplicationError("tollgate: "+err.Error(), tollgate.CostExceedsCapacity, err)
+	case errors.Is(err, quota.ErrInvalid):
+		return nil, temporal.NewNonRetryableApplicationError("tollgate: "+err.Error(), tollgate.InvalidRequest, err)
+	}
+	a.root.opts.Logger.Warn("tollgate: quota store unreachable; retrying the call later", "key", c.r.Key.String(), "error", err)
+	c.att.saveIfSpent(ctx, a.out)
+	return nil, temporal.NewApplicationErrorWithOptions("tollgate: quota store unavailable: "+err.Error(), tollgate.StoreUnavailable,
+		temporal.ApplicationErrorOptions{NextRetryDelay: a.root.opts.StoreRetry, Cause: err})
+}
+
+// wait ends an attempt the store did not grant: a scheduled retry when the
+// wait fits the activity's deadline, an escalation or a clear failure when
+// it does not.
+func (a *activityInbound) wait(ctx context.Context, c *call, d quota.Decision) error {
+	o := &a.root.opts
+	now := o.Clock.Now()
+	if d.Reason == quota.Paused && isClosing(d.PauseReason) {
+		// The key is closed until a spend cap or daily quota resets:
+		// waiting is pointless, and so is asking the provider.
+		a.cancel(ctx, c)
+		return a.closed(ctx, c, d.PauseReason, now.Add(d.Wait), nil)
+	}
+	if deadline, ok := scheduleToCloseDeadline(c.info); ok && now.Add(d.Wait).After(deadline) {
+		a.cancel(ctx, c)
+		what := fmt.Sprintf("%s waits %s for %s (%s)", c.r.Key, d.Wait.Round(time.Millisecond), axisName(d.Axis), d.Reason)
+		if err := a.escalate(ctx, c, "deadline", d.Wait); err != nil {
+			return err
+		}
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("tollgate: %s, past the activity's ScheduleToClose deadline in %s: raise ScheduleToCloseTimeout, the limit, or configure a fallback",
+				what, deadline.Sub(now).Round(time.Millisecond)),
+			tollgate.QuotaWaitExceedsDeadline, nil)
+	}
+	if d.Outcome == quota.Queued {
+		a.root.counters.queued.Add(1)
+	} else {
+		a.root.counters.refused.Add(1)
+	}
+	a.root.ins.retry(ctx, c.r.Key, "quota", d.Wait)
+	c.att.saveIfSpent(ctx, a.out)
+	msg := fmt.Sprintf("tollgate: %s %s for %s on %s", c.r.Key, d.Outcome, d.Wait.Round(time.Millisecond), d.Reason)
+	if d.Axis != 0 {
+		msg += " (" + d.Axis.String() + ")"
+	}
+	return temporal.NewApplicationErrorWithOptions(msg, tollgate.QuotaRefused, temporal.ApplicationErrorOptions{
+		NextRetryDelay: max(d.Wait, minNextRetryDelay),
+		Category:       temporal.ApplicationErrorCategoryBenign,
+	})
+}
+
+func scheduleToCloseDeadline(info activity.Info) (time.Time, bool) {
+	if info.ScheduleToCloseTimeout <= 0 || info.ScheduledTime.IsZero() {
+		return time.Time{}, false
+	}
+	return info.ScheduledTime.Add(info.ScheduleToCloseTimeout), true
+}
+
+// settle charges the call's actual usage and feeds the provider's reported
+// limits back to the store, on success and failure alike.
+func (a *activityInbound) settle(ctx context.Context, c *call, rec *classify.Recorder, res any, callErr error, v classify.Verdict, now time.Time) {
+	o := &a.root.opts
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultStoreCallDeadline)
+	defer cancel()
+
+	actual := c.r.Cost
+	switch {
+	case callErr == nil:
+		if m, ok := res.(quota.Metered); ok {
+			actual = m.QuotaUsage()
+		}
+	case turnedAway(v):
+		// The provider turned the call away before doing the work: it
+		// used a request, no tokens.
+		actual = quota.Cost{Requests: c.r.Cost.Requests}
+	}
+	start := time.Now()
+	if err := o.Store.Settle(sctx, c.r.Key, c.r.Ticket, actual); err != nil && !errors.Is(err, quota.ErrUnknownTicket) {
+		o.Logger.Warn("tollgate: settle failed", "key", c.r.Key.String(), "error", err)
+	}
+	a.root.ins.store(ctx, "settle", start)
+
+	obs := v.Limits
+	if _, h, ok := rec.Last(); ok {
+		obs = classify.Limits(h, now)
+	}
+	if len(obs) > 0 {
+		start := time.Now()
+		if err := o.Store.Observe(sctx, c.r.Key, obs); err != nil {
+			o.Logger.Warn("tollgate: observe failed", "key", c.r.Key.String(), "error", err)
+		}
+		a.root.ins.store(ctx, "observe", start)
+	}
+}
+
+// conclude turns a failed call's verdict into the error Temporal acts on.
+func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, v classify.Verdict, now time.Time) error {
+	o := &a.root.opts
+	a.root.ins.provider.Add(ctx, 1, metricAttrs(c.r.Key, v.Class.String()))
+	var appErr *temporal.ApplicationError
+	if errors.As(callErr, &appErr) && v.Class == classify.Unknown {
+		return callErr // the activity's own decision stands
+	}
+	switch v.Class {
+	case classify.RateLimited, classify.Overloaded:
+		a.root.counters.rateLimited.Add(1)
+		wait := o.DefaultRetryAfter
+		if v.HasRetryAfter {
+			wait = min(v.RetryAfter, o.MaxRetryAfter)
+		}
+		a.pause(ctx, c.r.Key, now.Add(wait), "provider "+v.Class.String())
+		c.att.budget.RateLimited++
+		if c.att.budget.RateLimited > o.EscalateAfter {
+			if err := a.escalate(ctx, c, "rate_limited", wait); err != nil {
+				return err
+			}
+		}
+		a.root.ins.retry(ctx, c.r.Key, "provider", wait)
+		c.att.save(ctx, a.out)
+		return temporal.NewApplicationErrorWithOptions(
+			fmt.Sprintf("tollgate: %s %s (%d of %d before escalating); retrying in %s", c.r.Key, v.Class, c.att.budget.RateLimited, o.EscalateAfter+1, wait.Round(time.Millisecond)),
+			tollgate.RateLimited, temporal.ApplicationErrorOptions{NextRetryDelay: max(wait, minNextRetryDelay), Cause: callErr})
+
+	case classify.SpendCap, classify.DailyQuota:
+		a.root.counters.spendCapped.Add(1)
+		a.root.ins.spendCaps.Add(ctx, 1, metricAttrs(c.r.Key, v.Class.String()))
+		until := v.ResetAt
+		if until.IsZero() || !until.After(now) {
+			until = now.Add(o.SpendCapPause)
+		}
+		a.pause(ctx, c.r.Key, until, v.Class.String())
+		o.Logger.Warn("tollgate: key closed until its reset", "key", c.r.Key.String(), "class", v.Class.String(), "code", v.Code, "until", until.UTC().Format(time.RFC3339))
+		return a.closed(ctx, c, v.Class.String(), until, callErr)
+
+	case classify.Transient, classify.BadRequest, classify.NotFound, classify.Auth, classify.ContextTooLong:
+		if !v.Retryable { // a 4xx, or a 5xx the provider said not to retry
+			break
+		}
+		a.root.counters.transient.Add(1)
+		c.att.budget.Transient++
+		if c.att.budget.Transient > o.TransientBudget {
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("tollgate: %s: %d transient failures, past the budget of %d: %s", c.r.Key, c.att.budget.Transient, o.TransientBudget, v.Reason),
+				tollgate.TransientBudgetExhausted, callErr)
+		}
+		wait := a.backoff(c.att.budget.Transient)
+		if v.HasRetryAfter {
+			wait = min(v.RetryAfter, o.MaxRetryAfter)
+		}
+		c.att.save(ctx, a.out)
+		return temporal.NewApplicationErrorWithOptions(
+			fmt.Sprintf("tollgate: %s: transient failure %d of %d: %s", c.r.Key, c.att.budget.Transient, o.TransientBudget, v.Reason),
+			tollgate.Transient, temporal.ApplicationErrorOptions{NextRetryDelay: max(wait, minNextRetryDelay), Cause: callErr})
+
+	case classify.Canceled, classify.Unknown:
+		return callErr
+	}
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("tollgate: %s rejected the call: %s (%s): %s", c.r.Key, v.Class, v.Code, v.Reason),
+		tollgate.ProviderRejected, callErr)
+}
+
+// escalate returns a RateLimitEscalation when the call can move to a backup
+// (it is a fallback step, or its target has a chain), nil otherwise.
+func (a *activityInbound) escalate(ctx context.Context, c *call, reason string, wait time.Duration) error {
+	if _, ok := c.input.(tollgate.Retargetable); !ok {
+		return nil
+	}
+	d := tollgate.EscalationDetails{From: c.target, Reason: reason, RateLimited: c.att.budget.RateLimited}
+	if reason == "deadline" {
+		d.Wait = wait
+	}
+	next := "the next model of its fallback chain"
+	if c.step == nil {
+		d.Backups = a.root.opts.backups(c.r.Key)
+		if len(d.Backups) == 0 {
+			return nil
+		}
+		next = d.Backups[0]
+	}
+	a.root.counters.escalations.Add(1)
+	a.root.ins.escalations.Add(ctx, 1, metricAttrs(c.r.Key, reason))
+	var msg string
+	switch reason {
+	case "rate_limited":
+		msg = fmt.Sprintf("tollgate: %s rate limited %d times; escalating to %s", c.target, d.RateLimited, next)
+	case "deadline":
+		msg = fmt.Sprintf("tollgate: %s would wait %s, past the activity's deadline; escalating to %s", c.target, wait.Round(time.Millisecond), next)
+	default:
+		msg = fmt.Sprintf("tollgate: %s is closed (%s); escalating to %s", c.target, reason, next)
+	}
+	return temporal.NewApplicationErrorWithOptions(msg, tollgate.RateLimitEscalation,
+		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{d}})
+}
+
+func (a *activityInbound) pause(ctx context.Context, k quota.Key, until time.Time, reason string) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultStoreCallDeadline)
+	defer cancel()
+	if err := a.root.opts.Store.Pause(sctx, k, until, reason); err != nil && !errors.Is(err, quota.ErrNoPolicy) {
+		a.root.opts.Logger.Warn("tollgate: pause failed", "key", k.String(), "error", err)
+	}
+}
+
+func (a *activityInbound) cancel(ctx context.Context, c *call) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultStoreCallDeadline)
+	defer cancel()
+	if err := a.root.opts.Store.Cancel(sctx, c.r.Key, c.r.Ticket); err != nil {
+		a.root.opts.Logger.Warn("tollgate: cancel failed", "key", c.r.Key.String(), "error", err)
+	}
+}
+
+// backoff is full jitter: a random wait in [0, min(cap, base·2ⁿ⁻¹)).
+func (a *activityInbound) backoff(n int) time.Duration {
+	o := &a.root.opts
+	ceiling := o.BackoffCap
+	if n-1 < 32 {
+		ceiling = min(o.BackoffCap, o.BackoffBase<<(n-1))
+	}
+	if ceiling <= 0 {
+		return minNextRetryDelay
+	}
+	return rand.N(ceiling)
+}
+
+// saveIfSpent records the budget when the call has spent any of it, so the
+// next attempt still sees it.
+func (a *attempt) saveIfSpent(ctx context.Context, out interceptor.ActivityOutboundInterceptor) {
+	if a.budget.RateLimited > 0 || a.budget.Transient > 0 {
+		a.save(ctx, out)
+	}
+}
+
+// turnedAway reports whether the provider refused the call before doing the
+// work: it used a request but no tokens.
+func turnedAway(v classify.Verdict) bool {
+	return v.Class.Throttled() || v.Class.Terminal() || (v.Status >= 400 && v.Status < 500)
+}
+
+// isClosing reports whether a pause reason closes a key until a reset.
+func isClosing(reason string) bool {
+	return reason == classify.SpendCap.String() || reason == classify.DailyQuota.String()
+}
+
+// closed ends a call on a key closed until a spend cap or daily quota
+// resets: an escalation when the call has a backup, else a non-retryable
+// SpendCapReached or DailyQuotaExhausted.
+func (a *activityInbound) closed(ctx context.Context, c *call, class string, until time.Time, cause error) error {
+	if err := a.escalate(ctx, c, class, 0); err != nil {
+		return err
+	}
+	errType := tollgate.SpendCapReached
+	if class == classify.DailyQuota.String() {
+		errType = tollgate.DailyQuotaExhausted
+	}
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("tollgate: %s is closed (%s) until %s", c.r.Key, class, until.UTC().Format(time.RFC3339)),
+		errType, cause)
+}

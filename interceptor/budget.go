@@ -1,0 +1,143 @@
+package interceptor
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
+)
+
+// budget is what one governed activity has spent of its retry budgets. It
+// must survive attempts, which run on any worker, so it travels in the
+// activity's heartbeat details: the last detail, after the activity's own,
+// marked so it is never mistaken for them. The SDK sends the last heartbeat
+// with a failed attempt and the server hands it to the next one.
+type budget struct {
+	// Marker is always budgetMarker.
+	Marker string `json:"tollgate_budget"`
+	// RateLimited counts provider rate-limit and overload answers.
+	RateLimited int `json:"rate_limited"`
+	// Transient counts transport failures and 5xx answers.
+	Transient int `json:"transient"`
+}
+
+const budgetMarker = "v1"
+
+// maxHeartbeatDetails bounds how many heartbeat details are read back.
+const maxHeartbeatDetails = 32
+
+// attempt is the state of one governed attempt, reachable from the outbound
+// interceptor through the activity context.
+type attempt struct {
+	mu sync.Mutex
+	// budget as carried in from the previous attempt, then updated.
+	budget budget
+	// user is the activity's own latest heartbeat details: raw values from
+	// the previous attempt, replaced by what it records in this one.
+	user []any
+	// inherited is how many details the activity itself left in the
+	// previous attempt: what activity.GetHeartbeatDetails may read.
+	inherited int
+}
+
+type attemptKey struct{}
+
+func attemptFrom(ctx context.Context) *attempt {
+	a, _ := ctx.Value(attemptKey{}).(*attempt)
+	return a
+}
+
+// loadAttempt reads the heartbeat details the previous attempt left and
+// splits them into Tollgate's budget and the activity's own details.
+func loadAttempt(ctx context.Context, out interceptor.ActivityOutboundInterceptor) *attempt {
+	a := &attempt{budget: budget{Marker: budgetMarker}}
+	if !out.HasHeartbeatDetails(ctx) {
+		return a
+	}
+	raws := make([]converter.RawValue, maxHeartbeatDetails)
+	ptrs := make([]any, len(raws))
+	for i := range raws {
+		ptrs[i] = &raws[i]
+	}
+	if err := out.GetHeartbeatDetails(ctx, ptrs...); err != nil {
+		return a
+	}
+	n := 0
+	for n < len(raws) && raws[n].Payload() != nil {
+		n++
+	}
+	if n > 0 {
+		if b, ok := decodeBudget(raws[n-1]); ok {
+			a.budget = b
+			n--
+		}
+	}
+	a.inherited = n
+	a.user = make([]any, n)
+	for i := range n {
+		a.user[i] = raws[i]
+	}
+	return a
+}
+
+func decodeBudget(raw converter.RawValue) (budget, bool) {
+	p := raw.Payload()
+	if string(p.GetMetadata()[converter.MetadataEncoding]) != converter.MetadataEncodingJSON {
+		return budget{}, false
+	}
+	var b budget
+	if err := json.Unmarshal(p.GetData(), &b); err != nil || b.Marker != budgetMarker {
+		return budget{}, false
+	}
+	return b, true
+}
+
+// save records the budget (after the activity's own details) so the next
+// attempt reads it back.
+func (a *attempt) save(ctx context.Context, out interceptor.ActivityOutboundInterceptor) {
+	a.mu.Lock()
+	details := append(append(make([]any, 0, len(a.user)+1), a.user...), a.budget)
+	a.mu.Unlock()
+	out.RecordHeartbeat(ctx, details...)
+}
+
+// activityOutbound keeps the activity's view of its heartbeat details free of
+// Tollgate's budget.
+type activityOutbound struct {
+	interceptor.ActivityOutboundInterceptorBase
+}
+
+func (o *activityOutbound) RecordHeartbeat(ctx context.Context, details ...any) {
+	a := attemptFrom(ctx)
+	if a == nil {
+		o.Next.RecordHeartbeat(ctx, details...)
+		return
+	}
+	a.mu.Lock()
+	a.user = append(a.user[:0:0], details...)
+	a.mu.Unlock()
+	a.save(ctx, o.Next)
+}
+
+func (o *activityOutbound) HasHeartbeatDetails(ctx context.Context) bool {
+	a := attemptFrom(ctx)
+	if a == nil {
+		return o.Next.HasHeartbeatDetails(ctx)
+	}
+	return a.inherited > 0
+}
+
+func (o *activityOutbound) GetHeartbeatDetails(ctx context.Context, d ...any) error {
+	a := attemptFrom(ctx)
+	if a == nil {
+		return o.Next.GetHeartbeatDetails(ctx, d...)
+	}
+	// The activity's details come first, so asking for no more than it
+	// left leaves the budget out.
+	if len(d) > a.inherited {
+		d = d[:a.inherited]
+	}
+	return o.Next.GetHeartbeatDetails(ctx, d...)
+}

@@ -1,0 +1,163 @@
+package interceptor_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate"
+	"github.com/tollgate/tollgate/interceptor"
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/memory"
+	"github.com/tollgate/tollgate/testsuite/llmsim"
+	"github.com/tollgate/tollgate/workflows"
+)
+
+// generous is a policy that never binds in these tests.
+func generous() quota.Policy {
+	return quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10_000), quota.PerMinute(quota.Tokens, 10_000_000)}}
+}
+
+func memoryStore(t *testing.T, policies map[quota.Key]quota.Policy) quota.Store {
+	t.Helper()
+	ps, err := quota.NewPolicies(policies)
+	require.NoError(t, err)
+	s, err := memory.New(ps, memory.Options{})
+	require.NoError(t, err)
+	return s
+}
+
+func openaiKey(model string) quota.Key { return quota.Key{Provider: "openai", Model: model} }
+
+func agent(model string) workflows.AgentInput {
+	return workflows.AgentInput{Provider: "openai", Model: model, Task: "Plan a trip to Lisbon.", Turns: 1, MaxOutputTokens: 64}
+}
+
+func simModels(names ...string) []llmsim.Model {
+	var ms []llmsim.Model
+	for _, n := range names {
+		ms = append(ms, llmsim.Model{Provider: llmsim.OpenAI, Name: n, RequestsPerMinute: 10_000, TokensPerMinute: 10_000_000})
+	}
+	return ms
+}
+
+// A provider 429 with retry-after: 2 is retried by the server 2 s later.
+func TestProviderRetryAfterIsTheServersRetryDelay(t *testing.T) {
+	e := newEnv(t, llmsim.Config{
+		Models: simModels("gpt-a"),
+		Faults: []llmsim.Fault{{Kind: llmsim.FaultRateLimit, Model: "gpt-a", Times: 1, RetryAfter: 2 * time.Second}},
+	})
+	ic, _ := e.startWorker(interceptor.Options{Store: memoryStore(t, map[quota.Key]quota.Policy{openaiKey("gpt-a"): generous()})})
+
+	out, err := e.result(e.start("retry-after", agent("gpt-a")))
+	require.NoError(t, err)
+	require.Equal(t, "gpt-a", out.Turns[0].Model)
+
+	runs := activityRuns(e.history("retry-after"))
+	require.Len(t, runs, 1)
+	r := runs[0]
+	require.Equal(t, int32(2), r.attempt)
+	require.Equal(t, tollgate.RateLimited, r.lastFailure)
+	require.Equal(t, 2*time.Second, r.lastRetryDelay)
+	require.InDelta(t, 2*time.Second, r.started.Sub(r.scheduled), float64(250*time.Millisecond),
+		"the second attempt started %s after the first was scheduled", r.started.Sub(r.scheduled))
+	require.EqualValues(t, 1, ic.Stats().ProviderRateLimited)
+	require.EqualValues(t, 2, e.sim.Stats("gpt-a").Received)
+}
+
+// A call the bucket cannot take now is retried by the server exactly when
+// its reserved place matures, and is then admitted at once.
+func TestQuotaRefusalIsTheServersRetryDelay(t *testing.T) {
+	e := newEnv(t, llmsim.Config{Models: simModels("gpt-b")})
+	// One request per 2 s: the second of two concurrent calls waits ~2 s.
+	store := memoryStore(t, map[quota.Key]quota.Policy{openaiKey("gpt-b"): {Limits: []quota.Limit{quota.Per(quota.Requests, 1, 2*time.Second)}}})
+	ic, _ := e.startWorker(interceptor.Options{Store: store})
+
+	first, second := e.start("refusal-1", agent("gpt-b")), e.start("refusal-2", agent("gpt-b"))
+	_, err := e.result(first)
+	require.NoError(t, err)
+	_, err = e.result(second)
+	require.NoError(t, err)
+
+	var queued activityRun
+	for _, id := range []string{"refusal-1", "refusal-2"} {
+		if r := activityRuns(e.history(id))[0]; r.attempt > 1 {
+			queued = r
+		}
+	}
+	require.Equal(t, int32(2), queued.attempt, "one call waits, once")
+	require.Equal(t, tollgate.QuotaRefused, queued.lastFailure)
+	require.Greater(t, queued.lastRetryDelay, time.Second)
+	require.LessOrEqual(t, queued.lastRetryDelay, 2*time.Second)
+	require.InDelta(t, queued.lastRetryDelay, queued.started.Sub(queued.scheduled), float64(250*time.Millisecond),
+		"the retry started %s after scheduling; the refusal asked for %s", queued.started.Sub(queued.scheduled), queued.lastRetryDelay)
+	st := ic.Stats()
+	require.EqualValues(t, 2, st.Admitted)
+	require.EqualValues(t, 1, st.Queued)
+	require.Zero(t, e.sim.Stats("gpt-b").TooManyRequests)
+}
+
+// Four 429s from the primary escalate; a FallbackWorkflow child answers on
+// the backup model and the workflow completes with its answer.
+func TestEscalationFallsBackToTheBackupModel(t *testing.T) {
+	e := newEnv(t, llmsim.Config{
+		Models: append(simModels("gpt-primary"), llmsim.Model{Provider: llmsim.Anthropic, Name: "claude-backup", RequestsPerMinute: 10_000, InputTokensPerMinute: 1_000_000, OutputTokensPerMinute: 1_000_000}),
+		Faults: []llmsim.Fault{{Kind: llmsim.FaultRateLimit, Model: "gpt-primary", Times: 0, RetryAfter: time.Second}},
+	})
+	ic, _ := e.startWorker(interceptor.Options{
+		Store: memoryStore(t, map[quota.Key]quota.Policy{
+			openaiKey("gpt-primary"): generous(),
+			{Provider: "anthropic", Model: "claude-backup"}: generous(),
+		}),
+		Fallbacks: map[string][]string{"openai/gpt-primary": {"anthropic/claude-backup"}},
+	})
+
+	out, err := e.result(e.start("escalate", agent("gpt-primary")))
+	require.NoError(t, err)
+	require.Equal(t, "claude-backup", out.Turns[0].Model)
+	require.Equal(t, []string{tollgate.FallbackWorkflowName}, childWorkflowTypes(e.history("escalate")))
+	require.EqualValues(t, 4, e.sim.Stats("gpt-primary").TooManyRequests)
+	require.EqualValues(t, 1, e.sim.Stats("claude-backup").Accepted)
+	st := ic.Stats()
+	require.EqualValues(t, 1, st.Escalations)
+	require.EqualValues(t, 1, st.Fallbacks)
+
+	child := activityRuns(e.history("escalate/fallback/5"))
+	require.Len(t, child, 1)
+	require.Equal(t, int32(1), child[0].attempt)
+}
+
+// When every model of the chain is rate limited, the workflow fails with an
+// error naming each one.
+func TestFallbackChainExhaustedNamesEveryModel(t *testing.T) {
+	e := newEnv(t, llmsim.Config{
+		Models: simModels("gpt-x", "gpt-y"),
+		Faults: []llmsim.Fault{{Kind: llmsim.FaultRateLimit, Times: 0, RetryAfter: time.Second}},
+	})
+	e.startWorker(interceptor.Options{
+		Store:         memoryStore(t, map[quota.Key]quota.Policy{openaiKey("gpt-x"): generous(), openaiKey("gpt-y"): generous()}),
+		Fallbacks:     map[string][]string{"openai/gpt-x": {"openai/gpt-y"}},
+		EscalateAfter: 1,
+	})
+	_, err := e.result(e.start("exhausted", agent("gpt-x")))
+	require.Error(t, err)
+	require.True(t, tollgate.IsType(err, tollgate.FallbackChainExhausted), "got %v", err)
+	require.ErrorContains(t, err, "tried openai/gpt-x, openai/gpt-y")
+}
+
+// A spend cap fails the call non-retryably after exactly one provider call.
+func TestSpendCapFailsAfterOneCall(t *testing.T) {
+	e := newEnv(t, llmsim.Config{
+		Models: simModels("gpt-capped"),
+		Faults: []llmsim.Fault{{Kind: llmsim.FaultSpendCap, Model: "gpt-capped", Times: 0}},
+	})
+	ic, _ := e.startWorker(interceptor.Options{Store: memoryStore(t, map[quota.Key]quota.Policy{openaiKey("gpt-capped"): generous()})})
+	for i := range 3 {
+		_, err := e.result(e.start(fmt.Sprintf("capped-%d", i), agent("gpt-capped")))
+		require.True(t, tollgate.IsType(err, tollgate.SpendCapReached), "workflow %d: got %v", i, err)
+	}
+	require.EqualValues(t, 1, e.sim.Stats("gpt-capped").Received, "the key is closed after the first answer")
+	require.EqualValues(t, 1, ic.Stats().SpendCapped)
+}

@@ -1,0 +1,202 @@
+package interceptor_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/tollgate/tollgate/activities"
+	"github.com/tollgate/tollgate/interceptor"
+	"github.com/tollgate/tollgate/internal/devserver"
+	"github.com/tollgate/tollgate/testsuite/llmsim"
+	"github.com/tollgate/tollgate/workflows"
+)
+
+// server is one embedded Temporal server for the package's end-to-end
+// tests; each test uses its own task queue.
+var server *devserver.Server
+
+func TestMain(m *testing.M) {
+	s, err := devserver.Start(devserver.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	server = s
+	code := m.Run()
+	s.Stop()
+	os.Exit(code)
+}
+
+const apiKey = "sk-test-7c1d9e5a"
+
+// env is one end-to-end setup: llmsim behind httptest, a Temporal client and
+// a task queue of the test's own.
+type env struct {
+	t         *testing.T
+	sim       *llmsim.Sim
+	simURL    string
+	client    client.Client
+	taskQueue string
+}
+
+func quietLogger() sdklog.Logger {
+	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func newEnv(t *testing.T, cfg llmsim.Config) *env {
+	t.Helper()
+	sim, err := llmsim.New(cfg)
+	require.NoError(t, err)
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	c, err := server.Dial(client.Options{Logger: quietLogger()})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return &env{t: t, sim: sim, simURL: srv.URL, client: c, taskQueue: "tq-" + t.Name()}
+}
+
+func (e *env) activities() *activities.Activities {
+	a, err := activities.New(activities.Config{
+		OpenAI:    activities.ProviderConfig{APIKey: apiKey, BaseURL: e.simURL + "/v1/"},
+		Anthropic: activities.ProviderConfig{APIKey: apiKey, BaseURL: e.simURL},
+	})
+	require.NoError(e.t, err)
+	return a
+}
+
+// slots counts activity executions in flight on a worker, outermost, so it
+// sees every attempt including refused ones.
+type slots struct {
+	sdkinterceptor.WorkerInterceptorBase
+	now, peak atomic.Int64
+}
+
+type slotsInbound struct {
+	sdkinterceptor.ActivityInboundInterceptorBase
+	s *slots
+}
+
+func (s *slots) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
+	i := &slotsInbound{s: s}
+	i.Next = next
+	return i
+}
+
+func (i *slotsInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
+	n := i.s.now.Add(1)
+	for {
+		p := i.s.peak.Load()
+		if n <= p || i.s.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	defer i.s.now.Add(-1)
+	return i.Next.ExecuteActivity(ctx, in)
+}
+
+// startWorker runs a worker with Tollgate's interceptor built from opts on
+// the env's task queue until the test ends.
+func (e *env) startWorker(opts interceptor.Options) (*interceptor.WorkerInterceptor, *slots) {
+	e.t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	ic, err := interceptor.New(opts)
+	require.NoError(e.t, err)
+	sl := &slots{}
+	w := worker.New(e.client, e.taskQueue, worker.Options{
+		Interceptors: []sdkinterceptor.WorkerInterceptor{sl, ic},
+	})
+	activities.Register(w, e.activities())
+	workflows.Register(w)
+	require.NoError(e.t, w.Start())
+	e.t.Cleanup(w.Stop)
+	return ic, sl
+}
+
+// start starts an AgentWorkflow with id.
+func (e *env) start(id string, in workflows.AgentInput) client.WorkflowRun {
+	e.t.Helper()
+	run, err := e.client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+		ID: id, TaskQueue: e.taskQueue, WorkflowExecutionTimeout: 2 * time.Minute,
+	}, workflows.AgentWorkflow, in)
+	require.NoError(e.t, err)
+	return run
+}
+
+func (e *env) result(run client.WorkflowRun) (workflows.AgentResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out workflows.AgentResult
+	err := run.Get(ctx, &out)
+	return out, err
+}
+
+func (e *env) history(id string) []*historypb.HistoryEvent {
+	e.t.Helper()
+	var events []*historypb.HistoryEvent
+	it := e.client.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(e.t, err)
+		events = append(events, ev)
+	}
+	return events
+}
+
+// activityRun is one activity of a history: when it was scheduled, when its
+// last attempt started, how many attempts it took and the last failure
+// before that attempt.
+type activityRun struct {
+	scheduled, started time.Time
+	attempt            int32
+	lastFailure        string
+	lastRetryDelay     time.Duration
+}
+
+func activityRuns(events []*historypb.HistoryEvent) []activityRun {
+	var runs []activityRun
+	byID := map[int64]int{}
+	for _, ev := range events {
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			byID[ev.GetEventId()] = len(runs)
+			runs = append(runs, activityRun{scheduled: ev.GetEventTime().AsTime()})
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			a := ev.GetActivityTaskStartedEventAttributes()
+			r := &runs[byID[a.GetScheduledEventId()]]
+			r.started = ev.GetEventTime().AsTime()
+			r.attempt = a.GetAttempt()
+			if f := a.GetLastFailure(); f != nil {
+				r.lastFailure = f.GetApplicationFailureInfo().GetType()
+				r.lastRetryDelay = f.GetApplicationFailureInfo().GetNextRetryDelay().AsDuration()
+			}
+		}
+	}
+	return runs
+}
+
+func childWorkflowTypes(events []*historypb.HistoryEvent) []string {
+	var types []string
+	for _, ev := range events {
+		if a := ev.GetStartChildWorkflowExecutionInitiatedEventAttributes(); a != nil {
+			types = append(types, a.GetWorkflowType().GetName())
+		}
+	}
+	return types
+}

@@ -1,0 +1,141 @@
+package interceptor
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+// Stats counts what the interceptor did since it was built, in this process.
+// The same events are exported as OpenTelemetry metrics (see New).
+type Stats struct {
+	// Admitted: governed attempts granted and run.
+	Admitted int64
+	// Queued: attempts ended with QuotaRefused while holding a place in line.
+	Queued int64
+	// Refused: attempts ended with QuotaRefused without a place (paused,
+	// daily limit, past the line's bound, store unavailable).
+	Refused int64
+	// ProviderRateLimited: provider 429 and overload answers.
+	ProviderRateLimited int64
+	// Escalations: RateLimitEscalation errors returned.
+	Escalations int64
+	// Fallbacks: FallbackWorkflow children started (not counted on replay).
+	Fallbacks int64
+	// SpendCapped: spend-cap and daily-quota answers.
+	SpendCapped int64
+	// Transient: transport failures and 5xx answers.
+	Transient int64
+	// Ungoverned: governed-looking attempts run without admission because
+	// the store has no policy for their key.
+	Ungoverned int64
+}
+
+type counters struct {
+	admitted, queued, refused, rateLimited, escalations, fallbacks, spendCapped, transient, ungoverned atomic.Int64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		Admitted:            c.admitted.Load(),
+		Queued:              c.queued.Load(),
+		Refused:             c.refused.Load(),
+		ProviderRateLimited: c.rateLimited.Load(),
+		Escalations:         c.escalations.Load(),
+		Fallbacks:           c.fallbacks.Load(),
+		SpendCapped:         c.spendCapped.Load(),
+		Transient:           c.transient.Load(),
+		Ungoverned:          c.ungoverned.Load(),
+	}
+}
+
+// Metric names, as exported through the Meter (a Prometheus exporter turns
+// dots into underscores and adds unit suffixes).
+const (
+	MetricAdmissions   = "tollgate.admissions"
+	MetricRetryAfter   = "tollgate.retry_after"
+	MetricProvider     = "tollgate.provider.responses"
+	MetricEscalations  = "tollgate.escalations"
+	MetricFallbacks    = "tollgate.fallbacks"
+	MetricSpendCaps    = "tollgate.spend_caps"
+	MetricStoreLatency = "tollgate.store.latency"
+)
+
+type instruments struct {
+	admissions   metric.Int64Counter
+	retryAfter   metric.Float64Histogram
+	provider     metric.Int64Counter
+	escalations  metric.Int64Counter
+	fallbacks    metric.Int64Counter
+	spendCaps    metric.Int64Counter
+	storeLatency metric.Float64Histogram
+}
+
+func newInstruments(m metric.Meter) (*instruments, error) {
+	var ins instruments
+	var err error
+	if ins.admissions, err = m.Int64Counter(MetricAdmissions,
+		metric.WithDescription("Governed attempts by decision (granted, queued, refused), reason and binding axis.")); err != nil {
+		return nil, err
+	}
+	if ins.retryAfter, err = m.Float64Histogram(MetricRetryAfter, metric.WithUnit("s"),
+		metric.WithDescription("Retry delays handed to Temporal, by source (quota or provider)."),
+		metric.WithExplicitBucketBoundaries(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)); err != nil {
+		return nil, err
+	}
+	if ins.provider, err = m.Int64Counter(MetricProvider,
+		metric.WithDescription("Provider answers by class (ok, rate_limited, overloaded, spend_cap, …).")); err != nil {
+		return nil, err
+	}
+	if ins.escalations, err = m.Int64Counter(MetricEscalations,
+		metric.WithDescription("Calls escalated to a backup model.")); err != nil {
+		return nil, err
+	}
+	if ins.fallbacks, err = m.Int64Counter(MetricFallbacks,
+		metric.WithDescription("FallbackWorkflow children started.")); err != nil {
+		return nil, err
+	}
+	if ins.spendCaps, err = m.Int64Counter(MetricSpendCaps,
+		metric.WithDescription("Spend-cap and daily-quota answers; the key is paused until its reset.")); err != nil {
+		return nil, err
+	}
+	if ins.storeLatency, err = m.Float64Histogram(MetricStoreLatency, metric.WithUnit("s"),
+		metric.WithDescription("Quota store round trips, by operation."),
+		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1)); err != nil {
+		return nil, err
+	}
+	return &ins, nil
+}
+
+func keyAttr(k quota.Key) attribute.KeyValue { return attribute.String("key", k.String()) }
+
+func (ins *instruments) admission(ctx context.Context, k quota.Key, d quota.Decision) {
+	ins.admissions.Add(ctx, 1, metric.WithAttributes(keyAttr(k),
+		attribute.String("decision", d.Outcome.String()),
+		attribute.String("reason", d.Reason.String()),
+		attribute.String("axis", axisName(d.Axis))))
+}
+
+func (ins *instruments) retry(ctx context.Context, k quota.Key, source string, d time.Duration) {
+	ins.retryAfter.Record(ctx, d.Seconds(), metric.WithAttributes(keyAttr(k), attribute.String("source", source)))
+}
+
+func (ins *instruments) store(ctx context.Context, op string, start time.Time) {
+	ins.storeLatency.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attribute.String("op", op)))
+}
+
+func axisName(a quota.Axis) string {
+	if a == 0 {
+		return "none"
+	}
+	return a.String()
+}
+
+func metricAttrs(k quota.Key, class string) metric.MeasurementOption {
+	return metric.WithAttributes(keyAttr(k), attribute.String("class", class))
+}

@@ -1,0 +1,168 @@
+package interceptor
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/tollgate/tollgate"
+	"github.com/tollgate/tollgate/classify"
+	"github.com/tollgate/tollgate/quota"
+)
+
+// Defaults for Options' zero fields.
+const (
+	DefaultMaxRetryAfter     = 60 * time.Second
+	DefaultRetryAfter        = 5 * time.Second
+	DefaultEscalateAfter     = 3
+	DefaultTransientBudget   = 5
+	DefaultBackoffBase       = time.Second
+	DefaultBackoffCap        = 30 * time.Second
+	DefaultStoreRetry        = time.Second
+	DefaultSpendCapPause     = time.Hour
+	minNextRetryDelay        = 10 * time.Millisecond
+	defaultStoreCallDeadline = 5 * time.Second
+)
+
+// ChargeFunc tells the interceptor what a call of one activity type costs,
+// from the activity's decoded arguments. Use it (Options.Activities) to
+// govern activities whose input type you cannot make implement
+// quota.Governed.
+type ChargeFunc func(args []any) (quota.Charge, error)
+
+// Options configure New. Zero fields take the documented defaults; Store is
+// required.
+type Options struct {
+	// Store holds the shared budgets. Required.
+	Store quota.Store
+
+	// Activities governs activity types by name, in addition to every
+	// activity whose first argument implements quota.Governed.
+	Activities map[string]ChargeFunc
+
+	// Fallbacks maps a target ("provider/model" or
+	// "provider/account/model") to the backups to try, in order, when calls
+	// to it are rate limited too often. A target with no entry retries as
+	// the provider says until the activity's ScheduleToClose.
+	Fallbacks map[string][]string
+
+	// MaxRetryAfter caps the provider's Retry-After. Default 60 s.
+	MaxRetryAfter time.Duration
+	// DefaultRetryAfter is the wait after a rate limit with no hint.
+	// Default 5 s.
+	DefaultRetryAfter time.Duration
+	// EscalateAfter is how many rate-limited answers a call retries before
+	// the next one escalates to a backup. Default 3 (the 4th escalates).
+	EscalateAfter int
+	// TransientBudget is how many transport failures a call retries before
+	// failing for good. Default 5.
+	TransientBudget int
+	// BackoffBase and BackoffCap bound the full-jitter backoff of transient
+	// failures: attempt n waits a random time in [0, min(cap, base·2ⁿ⁻¹)).
+	// Defaults 1 s and 30 s.
+	BackoffBase time.Duration
+	BackoffCap  time.Duration
+	// StoreRetry is the wait before retrying when the store cannot be
+	// reached. Default 1 s.
+	StoreRetry time.Duration
+	// SpendCapPause is how long a key is paused after a spend cap whose
+	// reset time the provider did not say. Default 1 h.
+	SpendCapPause time.Duration
+
+	// Classifier reads provider answers. Zero uses classify's defaults with
+	// MaxRetryAfter.
+	Classifier classify.Classifier
+
+	// Meter records Tollgate's metrics. Default: a no-op meter.
+	Meter metric.Meter
+	// Logger receives the few events worth a line (a spend cap, a store
+	// outage). Default slog.Default().
+	Logger *slog.Logger
+	// Clock tells the time. Default quota.SystemClock.
+	Clock quota.Clock
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Store == nil {
+		return o, errors.New("interceptor: Options.Store is nil: pass a quota.Store (memory.New for one worker, redis.New for a fleet)")
+	}
+	for _, f := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"MaxRetryAfter", &o.MaxRetryAfter, DefaultMaxRetryAfter},
+		{"DefaultRetryAfter", &o.DefaultRetryAfter, DefaultRetryAfter},
+		{"BackoffBase", &o.BackoffBase, DefaultBackoffBase},
+		{"BackoffCap", &o.BackoffCap, DefaultBackoffCap},
+		{"StoreRetry", &o.StoreRetry, DefaultStoreRetry},
+		{"SpendCapPause", &o.SpendCapPause, DefaultSpendCapPause},
+	} {
+		if *f.v < 0 {
+			return o, fmt.Errorf("interceptor: Options.%s is %s: use a positive duration, or 0 for the default %s", f.name, *f.v, f.def)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	if o.EscalateAfter < 0 {
+		return o, fmt.Errorf("interceptor: Options.EscalateAfter is %d: use a positive count, or 0 for the default %d", o.EscalateAfter, DefaultEscalateAfter)
+	}
+	if o.EscalateAfter == 0 {
+		o.EscalateAfter = DefaultEscalateAfter
+	}
+	if o.TransientBudget < 0 {
+		return o, fmt.Errorf("interceptor: Options.TransientBudget is %d: use a positive count, or 0 for the default %d", o.TransientBudget, DefaultTransientBudget)
+	}
+	if o.TransientBudget == 0 {
+		o.TransientBudget = DefaultTransientBudget
+	}
+	if o.BackoffCap < o.BackoffBase {
+		return o, fmt.Errorf("interceptor: Options.BackoffCap (%s) is below BackoffBase (%s): raise the cap", o.BackoffCap, o.BackoffBase)
+	}
+	for name, fn := range o.Activities {
+		if name == "" || fn == nil {
+			return o, fmt.Errorf("interceptor: Options.Activities[%q]: give each activity type name a non-nil ChargeFunc", name)
+		}
+	}
+	for from, chain := range o.Fallbacks {
+		if _, err := tollgate.ParseTarget(from); err != nil {
+			return o, fmt.Errorf("interceptor: Options.Fallbacks key: %w", err)
+		}
+		if len(chain) == 0 {
+			return o, fmt.Errorf("interceptor: Options.Fallbacks[%q] is empty: list at least one backup or remove the entry", from)
+		}
+		for _, to := range chain {
+			if _, err := tollgate.ParseTarget(to); err != nil {
+				return o, fmt.Errorf("interceptor: Options.Fallbacks[%q]: %w", from, err)
+			}
+		}
+	}
+	if o.Classifier.MaxRetryAfter == 0 {
+		o.Classifier.MaxRetryAfter = o.MaxRetryAfter
+	}
+	if o.Meter == nil {
+		o.Meter = noop.NewMeterProvider().Meter("tollgate")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = quota.SystemClock{}
+	}
+	return o, nil
+}
+
+// backups returns the fallback chain configured for key's target.
+func (o Options) backups(key quota.Key) []string {
+	t := tollgate.Target{Provider: key.Provider, Account: key.Account, Model: key.Model}
+	if chain, ok := o.Fallbacks[t.String()]; ok {
+		return chain
+	}
+	t.Account = ""
+	return o.Fallbacks[t.String()]
+}

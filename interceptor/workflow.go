@@ -1,0 +1,119 @@
+package interceptor
+
+import (
+	"errors"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/tollgate/tollgate"
+	"github.com/tollgate/tollgate/quota"
+)
+
+type workflowInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+	root *WorkerInterceptor
+}
+
+func (w *workflowInbound) Init(outbound interceptor.WorkflowOutboundInterceptor) error {
+	o := &workflowOutbound{root: w.root}
+	o.Next = outbound
+	return w.Next.Init(o)
+}
+
+type workflowOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	root *WorkerInterceptor
+}
+
+// ExecuteActivity passes a fallback step on to the activity interceptor in
+// the call's header and, for a governed call, turns a RateLimitEscalation
+// into a FallbackWorkflow child whose result resolves the caller's future.
+func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	if step, ok := tollgate.FallbackStepFrom(ctx); ok {
+		if p, err := converter.GetDefaultDataConverter().ToPayload(step); err == nil {
+			interceptor.WorkflowHeader(ctx)[fallbackHeader] = p
+		}
+		return o.Next.ExecuteActivity(ctx, activityType, args...)
+	}
+	if !o.escalates(activityType, args) {
+		return o.Next.ExecuteActivity(ctx, activityType, args...)
+	}
+	fut := o.Next.ExecuteActivity(ctx, activityType, args...)
+	result, settable := workflow.NewFuture(ctx)
+	ao := workflow.GetActivityOptions(ctx)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		var raw converter.RawValue
+		err := fut.Get(ctx, &raw)
+		if esc, ok := tollgate.Escalation(err); ok && len(esc.Backups) > 0 {
+			raw, err = o.fallback(ctx, activityType, args[0], ao, esc, err)
+		}
+		if raw.Payload() == nil {
+			settable.Set(nil, err)
+			return
+		}
+		// A *Payloads value is decoded by the caller's Get like the
+		// activity's own result.
+		settable.Set(&commonpb.Payloads{Payloads: []*commonpb.Payload{raw.Payload()}}, err)
+	})
+	return result
+}
+
+// escalates reports whether a call may escalate: a governed call whose input
+// can be sent to another model.
+func (o *workflowOutbound) escalates(activityType string, args []any) bool {
+	if len(args) == 0 {
+		return false
+	}
+	if _, ok := args[0].(tollgate.Retargetable); !ok {
+		return false
+	}
+	if _, ok := args[0].(quota.Governed); ok {
+		return true
+	}
+	_, ok := o.root.opts.Activities[activityType]
+	return ok
+}
+
+// fallback runs the call's input on the backups in a FallbackWorkflow child.
+// The child's id is derived from this workflow's id and the activity's, so a
+// retried workflow task cannot start two.
+func (o *workflowOutbound) fallback(ctx workflow.Context, activityType string, input any, ao workflow.ActivityOptions, esc tollgate.EscalationDetails, cause error) (converter.RawValue, error) {
+	info := workflow.GetInfo(ctx)
+	var actErr *temporal.ActivityError
+	activityID := "0"
+	if asActivityError(cause, &actErr) {
+		activityID = actErr.ActivityID()
+	}
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            info.WorkflowExecution.ID + "/fallback/" + activityID,
+		TaskQueue:             info.TaskQueueName,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_TERMINATE,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	})
+	if !workflow.IsReplaying(ctx) {
+		o.root.counters.fallbacks.Add(1)
+	}
+	workflow.GetMetricsHandler(ctx).Counter(metricFallbacksSDK).Inc(1)
+	in := tollgate.FallbackInput{
+		ActivityType: activityType,
+		From:         esc.From,
+		Chain:        esc.Backups,
+		Options:      tollgate.FallbackOptionsFrom(ao),
+	}
+	var raw converter.RawValue
+	err := workflow.ExecuteChildWorkflow(cctx, tollgate.FallbackWorkflowName, in, input).Get(ctx, &raw)
+	return raw, err
+}
+
+// metricFallbacksSDK is counted through the workflow's metrics handler,
+// which skips replays.
+const metricFallbacksSDK = "tollgate_fallbacks"
+
+func asActivityError(err error, target **temporal.ActivityError) bool {
+	return errors.As(err, target)
+}
