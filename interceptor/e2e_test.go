@@ -108,7 +108,7 @@ func TestEscalationFallsBackToTheBackupModel(t *testing.T) {
 	})
 	ic, _ := e.startWorker(interceptor.Options{
 		Store: memoryStore(t, map[quota.Key]quota.Policy{
-			openaiKey("gpt-primary"): generous(),
+			openaiKey("gpt-primary"):                        generous(),
 			{Provider: "anthropic", Model: "claude-backup"}: generous(),
 		}),
 		Fallbacks: map[string][]string{"openai/gpt-primary": {"anthropic/claude-backup"}},
