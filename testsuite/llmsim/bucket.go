@@ -19,12 +19,14 @@ type bucket struct {
 	last     time.Time
 }
 
-func newBucket(perMinute int64, now time.Time) *bucket {
-	if perMinute <= 0 {
+// newBucket returns a full bucket of capacity units refilled over period, or
+// nil (unlimited) when capacity is not positive.
+func newBucket(capacity int64, period time.Duration, now time.Time) *bucket {
+	if capacity <= 0 {
 		return nil
 	}
-	c := float64(perMinute)
-	return &bucket{capacity: c, rate: c / time.Minute.Seconds(), level: c, last: now}
+	c := float64(capacity)
+	return &bucket{capacity: c, rate: c / period.Seconds(), level: c, last: now}
 }
 
 func (b *bucket) refill(now time.Time) {

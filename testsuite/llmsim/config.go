@@ -66,6 +66,13 @@ type Model struct {
 	// ContextWindow, in tokens, bounds ceil(characters/4) + max_tokens; a
 	// larger call gets the provider's 400 "context too long" error.
 	ContextWindow int64 `json:"context_window" yaml:"context_window"`
+	// Period is the window the per-minute limits refill over: each bucket
+	// holds its limit and earns it back, continuously, over Period. Zero
+	// means one minute, as providers do; a benchmark or demo sets e.g. 1s to
+	// compress time (RequestsPerMinute 60 with Period 1s admits 60 calls a
+	// second). Reset headers and retry-after follow it. RequestsPerDay is
+	// not affected.
+	Period time.Duration `json:"period" yaml:"period"`
 }
 
 // Account is an API key and the account it authenticates as.
@@ -199,6 +206,9 @@ func (m Model) validate(f string) error {
 		if l.v < 0 {
 			return configErr(f+"."+l.name, strconv.FormatInt(l.v, 10), "is negative", "use 0 for unlimited or a positive number")
 		}
+	}
+	if m.Period < 0 {
+		return configErr(f+".period", m.Period.String(), "is negative", "use 0 for one minute or a positive duration such as 1s")
 	}
 	if m.Provider == OpenAI && m.InputTokensPerMinute+m.OutputTokensPerMinute != 0 {
 		return configErr(f+".input_tokens_per_minute", strconv.FormatInt(m.InputTokensPerMinute, 10),

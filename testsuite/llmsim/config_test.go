@@ -88,6 +88,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"missing name", `models: [{provider: openai}]`, "models[0].name"},
 		{"duplicate model", `models: [{provider: openai, name: x}, {provider: openai, name: x}]`, "models[1].name"},
 		{"negative limit", `models: [{provider: openai, name: x, requests_per_minute: -1}]`, "models[0].requests_per_minute"},
+		{"negative period", `models: [{provider: openai, name: x, requests_per_minute: 5, period: -1s}]`, "models[0].period"},
 		{"input tokens on openai", `models: [{provider: openai, name: x, input_tokens_per_minute: 5}]`, "models[0].input_tokens_per_minute"},
 		{"tokens on anthropic", `models: [{provider: anthropic, name: x, tokens_per_minute: 5}]`, "models[0].tokens_per_minute"},
 		{"account without key", `{models: [{provider: openai, name: x}], accounts: [{name: a}]}`, "accounts[0].api_key"},

@@ -61,8 +61,12 @@ type apiError struct {
 	detail     string // message for kindInvalid
 	param      string // field at fault for kindInvalid
 	retryAfter time.Duration
-	refusal    *refusal // why a bucket refused (kindRateLimit)
-	missingKey bool     // kindUnauthorized: no key at all
+	// retryAfterMs also sends retryAfter as retry-after-ms: set when the
+	// model's Period is compressed below a minute, where whole seconds would
+	// be coarser than the window itself.
+	retryAfterMs bool
+	refusal      *refusal // why a bucket refused (kindRateLimit)
+	missingKey   bool     // kindUnauthorized: no key at all
 	// kindContextLength
 	window, input, maxTokens int64
 }

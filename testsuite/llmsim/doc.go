@@ -11,6 +11,9 @@
 //   - a 429 with retry-after (whole seconds, rounded up) when a call does not
 //     fit, and the provider's rate-limit headers (x-ratelimit-* or
 //     anthropic-ratelimit-*) on every response for a known model;
+//   - time compression: Model.Period refills the per-minute limits over a
+//     shorter window (1s for a benchmark), with reset headers to match and
+//     retry-after-ms next to the whole-second retry-after;
 //   - a spend cap per account: once an account has used its tokens, every call
 //     gets the provider's spend-cap error, with no retry-after;
 //   - overload (Anthropic 529, OpenAI 503) with a probability, latency with a

@@ -24,11 +24,15 @@ type limiter struct {
 }
 
 func newLimiter(m Model, now time.Time) *limiter {
+	period := m.Period
+	if period == 0 {
+		period = time.Minute
+	}
 	return &limiter{
-		requests: newBucket(m.RequestsPerMinute, now),
-		tokens:   newBucket(m.TokensPerMinute, now),
-		input:    newBucket(m.InputTokensPerMinute, now),
-		output:   newBucket(m.OutputTokensPerMinute, now),
+		requests: newBucket(m.RequestsPerMinute, period, now),
+		tokens:   newBucket(m.TokensPerMinute, period, now),
+		input:    newBucket(m.InputTokensPerMinute, period, now),
+		output:   newBucket(m.OutputTokensPerMinute, period, now),
 		daily:    newDailyWindow(m.RequestsPerDay, now),
 	}
 }

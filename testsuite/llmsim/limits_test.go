@@ -166,3 +166,60 @@ func TestHeadersOnErrors(t *testing.T) {
 	require.Equal(t, "insufficient_quota", r.str("error.code"))
 	require.Equal(t, "9", r.header.Get("x-ratelimit-remaining-requests"))
 }
+
+// TestPeriodCompressesTheMinute counts admissions with a fake clock under a
+// one-second Period: the per-minute limits become per-second ones, and the
+// headers and retry-after say so.
+func TestPeriodCompressesTheMinute(t *testing.T) {
+	t.Run("openai", func(t *testing.T) {
+		f := newFixture(t, Config{Models: []Model{{Provider: OpenAI, Name: "m", RequestsPerMinute: 60, TokensPerMinute: 6000, Period: time.Second}}})
+		r := f.openai(t, "k", "m", "hi", 60)
+		require.Equal(t, http.StatusOK, r.status)
+		require.Equal(t, "60", r.header.Get("x-ratelimit-limit-requests"))
+		require.Equal(t, "17ms", r.header.Get("x-ratelimit-reset-requests"), "one request of 60 per second")
+		require.Equal(t, "10ms", r.header.Get("x-ratelimit-reset-tokens"), "60 tokens of 6000 per second")
+		for i := 1; i < 60; i++ {
+			require.Equal(t, http.StatusOK, f.openai(t, "k", "m", "hi", 60).status, "call %d", i+1)
+		}
+		r = f.openai(t, "k", "m", "hi", 60)
+		require.Equal(t, http.StatusTooManyRequests, r.status)
+		require.Equal(t, "1", r.header.Get("retry-after"))
+		require.Equal(t, "17", r.header.Get("retry-after-ms"), "1/60 s, rounded up")
+		require.Equal(t, "1s", r.header.Get("x-ratelimit-reset-requests"))
+
+		// Ten seconds admit exactly 600 more calls, as ten minutes would
+		// without compression.
+		admitted := 0
+		for range 10 {
+			f.clock.Advance(time.Second)
+			for f.openai(t, "k", "m", "hi", 60).status == http.StatusOK {
+				admitted++
+			}
+		}
+		require.Equal(t, 600, admitted)
+		require.EqualValues(t, 660, f.sim.Stats("m").Accepted)
+	})
+	t.Run("anthropic", func(t *testing.T) {
+		f := newFixture(t, Config{Models: []Model{{Provider: Anthropic, Name: "m", RequestsPerMinute: 1000, InputTokensPerMinute: 1000, OutputTokensPerMinute: 1000, Period: time.Second}}})
+		prompt := strings.Repeat("p", 400) // 100 input tokens
+		for i := range 10 {
+			require.Equal(t, http.StatusOK, f.anthropic(t, "k", "m", prompt, 10).status, "call %d", i+1)
+		}
+		r := f.anthropic(t, "k", "m", prompt, 10)
+		require.Equal(t, http.StatusTooManyRequests, r.status)
+		require.Equal(t, "100", r.header.Get("retry-after-ms"), "100 input tokens at 1000/s")
+		require.Equal(t, "0", r.header.Get("anthropic-ratelimit-input-tokens-remaining"))
+		require.Equal(t, "2026-01-02T03:04:07Z", r.header.Get("anthropic-ratelimit-input-tokens-reset"), "full again in 1 s, 06.5 rounded up")
+		f.clock.Advance(99 * time.Millisecond)
+		require.Equal(t, http.StatusTooManyRequests, f.anthropic(t, "k", "m", prompt, 10).status)
+		f.clock.Advance(time.Millisecond)
+		require.Equal(t, http.StatusOK, f.anthropic(t, "k", "m", prompt, 10).status)
+	})
+	t.Run("a minute sends no retry-after-ms", func(t *testing.T) {
+		f := newFixture(t, Config{Models: []Model{{Provider: OpenAI, Name: "m", RequestsPerMinute: 1}}})
+		require.Equal(t, http.StatusOK, f.openai(t, "k", "m", "hi", 1).status)
+		r := f.openai(t, "k", "m", "hi", 1)
+		require.Equal(t, "60", r.header.Get("retry-after"))
+		require.Empty(t, r.header.Get("retry-after-ms"))
+	})
+}

@@ -179,6 +179,9 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if o.err != nil {
 		if o.err.retryAfter > 0 {
 			w.Header().Set("retry-after", strconv.FormatInt(ceilSeconds(o.err.retryAfter), 10))
+			if o.err.retryAfterMs {
+				w.Header().Set("retry-after-ms", strconv.FormatInt(ceilMillis(o.err.retryAfter).Milliseconds(), 10))
+			}
 		}
 		d.writeError(w, o.err, o.requestID)
 		return
@@ -261,6 +264,7 @@ func (s *Sim) check(d dialect, key string, c call, perr *apiError, o *outcome) *
 		e := &apiError{kind: kindRateLimit, model: c.model, refusal: ref}
 		if !ref.never {
 			e.retryAfter = ref.wait
+			e.retryAfterMs = m.Period > 0 && m.Period < time.Minute
 		}
 		return e
 	}
