@@ -1,0 +1,330 @@
+package worker
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/tollgate/tollgate/quota/failover"
+)
+
+// Defaults for Config's empty fields.
+const (
+	// DefaultEmbeddedAddress is where the embedded Temporal server listens
+	// when TEMPORAL_ADDRESS is empty: Temporal's usual port, on loopback.
+	DefaultEmbeddedAddress = "127.0.0.1:7233"
+	// DefaultNamespace is the Temporal namespace used.
+	DefaultNamespace = "default"
+	// DefaultTaskQueue is the task queue the worker polls.
+	DefaultTaskQueue = "tollgate"
+	// DefaultStoreFailure is what a Redis-backed worker does while Redis
+	// cannot be reached: refuse calls with a short backoff (Temporal keeps
+	// the work).
+	DefaultStoreFailure = "closed"
+	// DefaultMetricsAddr is where /metrics is served. Set METRICS_ADDR=off
+	// to serve none.
+	DefaultMetricsAddr = "127.0.0.1:9464"
+	// DefaultSimAddress is where the in-process llmsim listens when no API
+	// key is set: a free loopback port.
+	DefaultSimAddress = "127.0.0.1:0"
+	// DefaultLogLevel is the slog level of the worker's logs.
+	DefaultLogLevel = "info"
+)
+
+// Config is the worker's configuration. Each field is read from the
+// environment variable named in its comment and from the flag of the same
+// name in lower case with dashes (TEMPORAL_ADDRESS → -temporal-address); a
+// flag wins over the variable. Empty fields take the documented defaults.
+// Build one with LoadConfig; Validate reports the first bad field.
+type Config struct {
+	// TemporalAddress (TEMPORAL_ADDRESS) is the host:port of a Temporal
+	// frontend. Empty starts an embedded server at EmbeddedAddress.
+	TemporalAddress string
+	// EmbeddedAddress (TEMPORAL_EMBEDDED_ADDRESS) is where the embedded
+	// server listens. Default DefaultEmbeddedAddress; tests use
+	// "127.0.0.1:0" for a free port.
+	EmbeddedAddress string
+	// Namespace (TEMPORAL_NAMESPACE). Default DefaultNamespace.
+	Namespace string
+	// TaskQueue (TASK_QUEUE). Default DefaultTaskQueue.
+	TaskQueue string
+
+	// RedisURL (REDIS_URL), e.g. "redis://redis:6379/0", shares budgets
+	// across a fleet. Empty uses the in-process memory store.
+	RedisURL string
+	// StoreFailure (STORE_FAILURE) is what to do while Redis is unreachable:
+	// "closed" (refuse with backoff), "open" (admit) or "local" (a memory
+	// bucket holding StoreLocalShare of each limit). Default "closed".
+	StoreFailure string
+	// StoreLocalShare (STORE_LOCAL_SHARE) is, for "local", this replica's
+	// fraction of each limit in (0, 1], e.g. 0.5 for two replicas.
+	// Default 1.
+	StoreLocalShare float64
+
+	// Policies (POLICIES) is the path of a YAML policies file (see
+	// ParsePolicies). Empty uses DefaultPolicies when the simulator runs,
+	// and no policies (calls run ungoverned, with a warning) otherwise.
+	Policies string
+
+	// OpenAIAPIKey (OPENAI_API_KEY) and AnthropicAPIKey (ANTHROPIC_API_KEY)
+	// are the providers' keys. They are never logged. With neither set, the
+	// worker runs llmsim in-process and talks to it instead.
+	OpenAIAPIKey    string
+	AnthropicAPIKey string
+	// OpenAIBaseURL (OPENAI_BASE_URL, including /v1/) and AnthropicBaseURL
+	// (ANTHROPIC_BASE_URL) point a provider elsewhere, e.g. at a standalone
+	// llmsim. Empty means the provider's public API.
+	OpenAIBaseURL    string
+	AnthropicBaseURL string
+
+	// MetricsAddr (METRICS_ADDR) is the listen address of the Prometheus
+	// /metrics endpoint, or "off". Default DefaultMetricsAddr.
+	MetricsAddr string
+	// OTLPEndpoint (OTEL_EXPORTER_OTLP_ENDPOINT), e.g.
+	// "http://collector:4317", sends traces over OTLP/gRPC. Empty exports no
+	// traces (spans are still created, for propagation).
+	OTLPEndpoint string
+
+	// SimAddress (SIM_ADDRESS) is where the in-process llmsim listens.
+	// Default DefaultSimAddress.
+	SimAddress string
+	// LogLevel (LOG_LEVEL): debug, info, warn or error. Default info.
+	LogLevel string
+}
+
+// setting is one Config field's environment variable and where it goes.
+type setting struct {
+	env   string
+	usage string
+	str   *string
+	float *float64
+}
+
+func (c *Config) settings() []setting {
+	return []setting{
+		{env: "TEMPORAL_ADDRESS", str: &c.TemporalAddress, usage: "Temporal frontend host:port; empty starts an embedded server"},
+		{env: "TEMPORAL_EMBEDDED_ADDRESS", str: &c.EmbeddedAddress, usage: "listen address of the embedded Temporal server (default " + DefaultEmbeddedAddress + ")"},
+		{env: "TEMPORAL_NAMESPACE", str: &c.Namespace, usage: "Temporal namespace (default " + DefaultNamespace + ")"},
+		{env: "TASK_QUEUE", str: &c.TaskQueue, usage: "task queue to poll (default " + DefaultTaskQueue + ")"},
+		{env: "REDIS_URL", str: &c.RedisURL, usage: "Redis URL for budgets shared by a fleet; empty uses process memory"},
+		{env: "STORE_FAILURE", str: &c.StoreFailure, usage: "while Redis is unreachable: closed, open or local (default closed)"},
+		{env: "STORE_LOCAL_SHARE", float: &c.StoreLocalShare, usage: "for STORE_FAILURE=local, this replica's share of each limit in (0, 1] (default 1)"},
+		{env: "POLICIES", str: &c.Policies, usage: "path of the policies YAML file"},
+		{env: "OPENAI_API_KEY", str: &c.OpenAIAPIKey, usage: "OpenAI API key (prefer the environment variable: flags show in ps)"},
+		{env: "OPENAI_BASE_URL", str: &c.OpenAIBaseURL, usage: "OpenAI base URL including /v1/"},
+		{env: "ANTHROPIC_API_KEY", str: &c.AnthropicAPIKey, usage: "Anthropic API key (prefer the environment variable: flags show in ps)"},
+		{env: "ANTHROPIC_BASE_URL", str: &c.AnthropicBaseURL, usage: "Anthropic base URL"},
+		{env: "METRICS_ADDR", str: &c.MetricsAddr, usage: "listen address of /metrics, or off (default " + DefaultMetricsAddr + ")"},
+		{env: "OTEL_EXPORTER_OTLP_ENDPOINT", str: &c.OTLPEndpoint, usage: "OTLP/gRPC endpoint for traces, e.g. http://collector:4317"},
+		{env: "SIM_ADDRESS", str: &c.SimAddress, usage: "listen address of the in-process llmsim (default " + DefaultSimAddress + ")"},
+		{env: "LOG_LEVEL", str: &c.LogLevel, usage: "debug, info, warn or error (default info)"},
+	}
+}
+
+// FlagName returns the flag that sets the environment variable env:
+// TEMPORAL_ADDRESS → temporal-address.
+func FlagName(env string) string {
+	return strings.ToLower(strings.ReplaceAll(env, "_", "-"))
+}
+
+// ConfigError reports one bad Config field: the variable (and flag) that set
+// it, the value, what is wrong and how to fix it. Secrets print as
+// "(redacted)".
+type ConfigError struct {
+	// Env is the environment variable, e.g. "STORE_FAILURE".
+	Env     string
+	Value   string
+	Problem string
+	Fix     string
+	// Err is the underlying error, if any.
+	Err error
+}
+
+// Error returns e.g. `worker: STORE_FAILURE (-store-failure) "shut" is not a
+// failure policy: use closed, open or local`.
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("worker: %s (-%s) %q %s: %s", e.Env, FlagName(e.Env), e.Value, e.Problem, e.Fix)
+}
+
+// Unwrap returns the underlying error.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// LoadConfig reads a Config from getenv (os.Getenv in production) and then
+// from args (the command line without the program and subcommand), flags
+// winning. It returns flag.ErrHelp after printing usage to out for -h, a
+// *ConfigError for a flag value that does not parse, and Validate's error
+// for a bad field. Nothing is started.
+func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(out)
+	for _, s := range c.settings() {
+		v := getenv(s.env)
+		if s.str != nil {
+			*s.str = v
+			fs.StringVar(s.str, FlagName(s.env), v, s.usage+" ["+s.env+"]")
+			continue
+		}
+		if v != "" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return Config{}, &ConfigError{Env: s.env, Value: v, Problem: "is not a number", Fix: "use a decimal such as 0.5", Err: err}
+			}
+			*s.float = f
+		}
+		fs.Float64Var(s.float, FlagName(s.env), *s.float, s.usage+" ["+s.env+"]")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, err
+		}
+		return Config{}, fmt.Errorf("worker: %w (run with -h for the flags)", err)
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("worker: unexpected argument %q: flags only (run with -h for the flags)", fs.Arg(0))
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c.WithDefaults(), nil
+}
+
+// WithDefaults returns c with its empty fields set to the defaults.
+func (c Config) WithDefaults() Config {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&c.EmbeddedAddress, DefaultEmbeddedAddress)
+	def(&c.Namespace, DefaultNamespace)
+	def(&c.TaskQueue, DefaultTaskQueue)
+	def(&c.StoreFailure, DefaultStoreFailure)
+	def(&c.MetricsAddr, DefaultMetricsAddr)
+	def(&c.SimAddress, DefaultSimAddress)
+	def(&c.LogLevel, DefaultLogLevel)
+	if c.StoreLocalShare == 0 {
+		c.StoreLocalShare = 1
+	}
+	return c
+}
+
+// Simulated reports whether the worker talks to the in-process llmsim: no
+// provider API key is set.
+func (c Config) Simulated() bool { return c.OpenAIAPIKey == "" && c.AnthropicAPIKey == "" }
+
+// Validate reports a *ConfigError naming the first bad field of c, or nil. It
+// checks the form of every field and reads the policies file; it contacts
+// nothing.
+func (c Config) Validate() error {
+	for _, a := range []struct{ env, v string }{
+		{"TEMPORAL_ADDRESS", c.TemporalAddress},
+		{"TEMPORAL_EMBEDDED_ADDRESS", c.EmbeddedAddress},
+		{"SIM_ADDRESS", c.SimAddress},
+	} {
+		if a.v == "" {
+			continue
+		}
+		if err := checkHostPort(a.v); err != nil {
+			return &ConfigError{Env: a.env, Value: a.v, Problem: "is not host:port", Fix: `use e.g. "127.0.0.1:7233"`, Err: err}
+		}
+	}
+	if c.MetricsAddr != "" && c.MetricsAddr != "off" {
+		if err := checkHostPort(c.MetricsAddr); err != nil {
+			return &ConfigError{Env: "METRICS_ADDR", Value: c.MetricsAddr, Problem: "is not host:port", Fix: `use e.g. ":9464" or "off"`, Err: err}
+		}
+	}
+	for _, n := range []struct{ env, v string }{{"TEMPORAL_NAMESPACE", c.Namespace}, {"TASK_QUEUE", c.TaskQueue}} {
+		if strings.TrimSpace(n.v) != n.v {
+			return &ConfigError{Env: n.env, Value: n.v, Problem: "has leading or trailing spaces", Fix: "remove them"}
+		}
+	}
+	if c.RedisURL != "" {
+		u, err := url.Parse(c.RedisURL)
+		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") || (u.Scheme != "unix" && u.Host == "") {
+			return &ConfigError{Env: "REDIS_URL", Value: redactURL(c.RedisURL), Problem: "is not a Redis URL",
+				Fix: `use e.g. "redis://localhost:6379/0" (rediss:// for TLS), or leave it empty for the memory store`, Err: err}
+		}
+	}
+	if c.StoreFailure != "" {
+		if _, err := failover.ParseMode(c.StoreFailure); err != nil {
+			return &ConfigError{Env: "STORE_FAILURE", Value: c.StoreFailure, Problem: "is not a failure policy", Fix: "use closed, open or local", Err: err}
+		}
+	}
+	if s := c.StoreLocalShare; s != 0 && !(s > 0 && s <= 1) {
+		return &ConfigError{Env: "STORE_LOCAL_SHARE", Value: strconv.FormatFloat(s, 'g', -1, 64), Problem: "must be in (0, 1]",
+			Fix: "use this replica's share of the fleet, e.g. 0.5 for two replicas"}
+	}
+	if c.StoreLocalShare != 0 && c.StoreLocalShare != 1 && c.StoreFailure != "local" {
+		return &ConfigError{Env: "STORE_LOCAL_SHARE", Value: strconv.FormatFloat(c.StoreLocalShare, 'g', -1, 64), Problem: "is set but STORE_FAILURE is not local",
+			Fix: "set STORE_FAILURE=local, or unset STORE_LOCAL_SHARE"}
+	}
+	if c.StoreFailure != "" && c.RedisURL == "" && c.StoreFailure != DefaultStoreFailure {
+		return &ConfigError{Env: "STORE_FAILURE", Value: c.StoreFailure, Problem: "is set but REDIS_URL is empty",
+			Fix: "set REDIS_URL (the memory store cannot fail), or unset STORE_FAILURE"}
+	}
+	for _, u := range []struct{ env, v string }{{"OPENAI_BASE_URL", c.OpenAIBaseURL}, {"ANTHROPIC_BASE_URL", c.AnthropicBaseURL}} {
+		if u.v == "" {
+			continue
+		}
+		p, err := url.Parse(u.v)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return &ConfigError{Env: u.env, Value: u.v, Problem: "is not an http(s) URL", Fix: `use e.g. "https://api.openai.com/v1/", or leave it empty`, Err: err}
+		}
+	}
+	for _, k := range []struct{ key, url, keyEnv, urlEnv string }{
+		{c.OpenAIAPIKey, c.OpenAIBaseURL, "OPENAI_API_KEY", "OPENAI_BASE_URL"},
+		{c.AnthropicAPIKey, c.AnthropicBaseURL, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
+	} {
+		if k.key == "" && k.url != "" {
+			return &ConfigError{Env: k.keyEnv, Value: "", Problem: "is empty but " + k.urlEnv + " is set",
+				Fix: "set the key for that endpoint (any non-empty key for a standalone llmsim), or unset " + k.urlEnv}
+		}
+		if k.key != "" && strings.TrimSpace(k.key) != k.key {
+			return &ConfigError{Env: k.keyEnv, Value: "(redacted)", Problem: "has leading or trailing spaces", Fix: "remove them (a copy-paste slip?)"}
+		}
+	}
+	if c.OTLPEndpoint != "" {
+		p, err := url.Parse(c.OTLPEndpoint)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return &ConfigError{Env: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: c.OTLPEndpoint, Problem: "is not an http(s) URL",
+				Fix: `use the collector's OTLP/gRPC endpoint, e.g. "http://otel-collector:4317"`, Err: err}
+		}
+	}
+	if c.LogLevel != "" {
+		if _, err := parseLevel(c.LogLevel); err != nil {
+			return &ConfigError{Env: "LOG_LEVEL", Value: c.LogLevel, Problem: "is not a log level", Fix: "use debug, info, warn or error", Err: err}
+		}
+	}
+	if c.Policies != "" {
+		if _, err := LoadPolicies(c.Policies); err != nil {
+			return &ConfigError{Env: "POLICIES", Value: c.Policies, Problem: "cannot be used", Fix: err.Error(), Err: err}
+		}
+	}
+	return nil
+}
+
+func checkHostPort(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number in [0, 65535]", port)
+	}
+	return nil
+}
+
+// redactURL hides a URL's password.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,225 @@
+package worker
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tollgate/tollgate"
+	"github.com/tollgate/tollgate/quota"
+)
+
+// Budgets is what a policies file configures: each key's quota.Policy and the
+// fallback chains the interceptor escalates along. It is a value; the zero
+// Budgets governs nothing.
+type Budgets struct {
+	// Policies are the keys' budgets.
+	Policies quota.Policies
+	// Fallbacks maps "provider/model" or "provider/account/model" to the
+	// backups tried in order (interceptor.Options.Fallbacks).
+	Fallbacks map[string][]string
+}
+
+// policiesFile is the YAML layout of a policies file:
+//
+//	policies:
+//	  - provider: openai          # required
+//	    account: ""               # optional; empty is the default account
+//	    model: gpt-4o-mini        # required
+//	    limits:                   # each optional; at least one
+//	      requests_per_minute: 500
+//	      tokens_per_minute: 200000
+//	      input_tokens_per_minute: 0
+//	      output_tokens_per_minute: 0
+//	      requests_per_day: 10000
+//	      tokens_per_day: 0
+//	      zone: America/Los_Angeles   # midnight of this zone resets the daily limits; default UTC
+//	      concurrency: 20
+//	    headroom: 0.1             # fraction kept unused
+//	    priority_reserve: 0.2     # fraction low-priority calls may not use
+//	    max_wait: 5m              # longest place in line; default 5m
+//	    adopt_observed_limits: false
+//	    fallbacks: [anthropic/claude-3-5-haiku-latest]
+type policiesFile struct {
+	Policies []policyEntry `yaml:"policies"`
+}
+
+type policyEntry struct {
+	Provider            string        `yaml:"provider"`
+	Account             string        `yaml:"account"`
+	Model               string        `yaml:"model"`
+	Tenant              string        `yaml:"tenant"`
+	Limits              limitsEntry   `yaml:"limits"`
+	Headroom            float64       `yaml:"headroom"`
+	PriorityReserve     float64       `yaml:"priority_reserve"`
+	MaxWait             time.Duration `yaml:"max_wait"`
+	AdoptObservedLimits bool          `yaml:"adopt_observed_limits"`
+	Fallbacks           []string      `yaml:"fallbacks"`
+}
+
+type limitsEntry struct {
+	RequestsPerMinute     int64  `yaml:"requests_per_minute"`
+	TokensPerMinute       int64  `yaml:"tokens_per_minute"`
+	InputTokensPerMinute  int64  `yaml:"input_tokens_per_minute"`
+	OutputTokensPerMinute int64  `yaml:"output_tokens_per_minute"`
+	RequestsPerDay        int64  `yaml:"requests_per_day"`
+	TokensPerDay          int64  `yaml:"tokens_per_day"`
+	Zone                  string `yaml:"zone"`
+	Concurrency           int64  `yaml:"concurrency"`
+}
+
+// PolicyError reports a bad field of a policies file, by its path in the
+// file (e.g. "policies[1].limits.requests_per_minute").
+type PolicyError struct {
+	Field   string
+	Value   string
+	Problem string
+	Fix     string
+	Err     error
+}
+
+// Error returns e.g. `policies[0].model "" is empty: set the model id`.
+func (e *PolicyError) Error() string {
+	return fmt.Sprintf("%s %q %s: %s", e.Field, e.Value, e.Problem, e.Fix)
+}
+
+// Unwrap returns the underlying error.
+func (e *PolicyError) Unwrap() error { return e.Err }
+
+// LoadPolicies reads and parses the policies file at path (see
+// ParsePolicies).
+func LoadPolicies(path string) (Budgets, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Budgets{}, fmt.Errorf("cannot read the file (%v): check the path", err)
+	}
+	return ParsePolicies(data)
+}
+
+// ParsePolicies decodes a policies file (the YAML layout documented on
+// policiesFile and in the README) and validates every entry. Unknown fields
+// are errors. It returns a *PolicyError naming the first bad field, or the
+// YAML decoder's error with its line.
+func ParsePolicies(data []byte) (Budgets, error) {
+	var f policiesFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return Budgets{}, fmt.Errorf("not a valid policies file: %w (see the README's policies format)", err)
+	}
+	if len(f.Policies) == 0 {
+		return Budgets{}, &PolicyError{Field: "policies", Problem: "is empty", Fix: "list at least one provider/model with its limits"}
+	}
+	m := make(map[quota.Key]quota.Policy, len(f.Policies))
+	fallbacks := make(map[string][]string)
+	for i, e := range f.Policies {
+		field := fmt.Sprintf("policies[%d]", i)
+		key := quota.Key{Provider: e.Provider, Account: e.Account, Model: e.Model, Tenant: e.Tenant}
+		if err := key.Validate(); err != nil {
+			var inv *quota.InvalidError
+			if errors.As(err, &inv) {
+				return Budgets{}, &PolicyError{Field: field + "." + trimKeyPrefix(inv.Field), Value: inv.Value, Problem: inv.Problem, Fix: inv.Fix, Err: err}
+			}
+			return Budgets{}, fmt.Errorf("%s: %w", field, err)
+		}
+		if _, dup := m[key]; dup {
+			return Budgets{}, &PolicyError{Field: field, Value: key.String(), Problem: "is listed twice", Fix: "keep one entry per provider/account/model"}
+		}
+		p, err := e.policy(field)
+		if err != nil {
+			return Budgets{}, err
+		}
+		m[key] = p
+		if len(e.Fallbacks) > 0 {
+			if e.Tenant != "" {
+				return Budgets{}, &PolicyError{Field: field + ".fallbacks", Value: key.String(), Problem: "is set on a tenant's entry",
+					Fix: "set fallbacks on the account-wide entry (no tenant)"}
+			}
+			for j, to := range e.Fallbacks {
+				if _, err := tollgate.ParseTarget(to); err != nil {
+					return Budgets{}, &PolicyError{Field: fmt.Sprintf("%s.fallbacks[%d]", field, j), Value: to, Problem: "is not a target",
+						Fix: `use "provider/model" or "provider/account/model", e.g. "anthropic/claude-3-5-haiku-latest"`, Err: err}
+				}
+			}
+			t := tollgate.Target{Provider: key.Provider, Account: key.Account, Model: key.Model}
+			fallbacks[t.String()] = append([]string(nil), e.Fallbacks...)
+		}
+	}
+	ps, err := quota.NewPolicies(m)
+	if err != nil {
+		return Budgets{}, err
+	}
+	// A backup with no policy would run ungoverned: the one place a
+	// stampede of escalated calls most needs a budget.
+	for i, e := range f.Policies {
+		for j, to := range e.Fallbacks {
+			t, _ := tollgate.ParseTarget(to)
+			if _, _, ok := ps.Lookup(quota.Key{Provider: t.Provider, Account: t.Account, Model: t.Model}); !ok {
+				return Budgets{}, &PolicyError{Field: fmt.Sprintf("policies[%d].fallbacks[%d]", i, j), Value: to, Problem: "has no policy of its own",
+					Fix: "add an entry for it so calls that fall back to it are governed too"}
+			}
+		}
+	}
+	return Budgets{Policies: ps, Fallbacks: fallbacks}, nil
+}
+
+func trimKeyPrefix(field string) string {
+	if len(field) > 4 && field[:4] == "key." {
+		return field[4:]
+	}
+	return field
+}
+
+func (e policyEntry) policy(field string) (quota.Policy, error) {
+	var p quota.Policy
+	l := e.Limits
+	zone := time.UTC
+	if l.Zone != "" {
+		z, err := time.LoadLocation(l.Zone)
+		if err != nil {
+			return p, &PolicyError{Field: field + ".limits.zone", Value: l.Zone, Problem: "is not a time zone",
+				Fix: `use an IANA name such as "UTC" or "America/Los_Angeles"`, Err: err}
+		}
+		zone = z
+	}
+	for _, a := range []struct {
+		name string
+		v    int64
+		lim  func(int64) quota.Limit
+	}{
+		{"requests_per_minute", l.RequestsPerMinute, func(n int64) quota.Limit { return quota.PerMinute(quota.Requests, n) }},
+		{"tokens_per_minute", l.TokensPerMinute, func(n int64) quota.Limit { return quota.PerMinute(quota.Tokens, n) }},
+		{"input_tokens_per_minute", l.InputTokensPerMinute, func(n int64) quota.Limit { return quota.PerMinute(quota.InputTokens, n) }},
+		{"output_tokens_per_minute", l.OutputTokensPerMinute, func(n int64) quota.Limit { return quota.PerMinute(quota.OutputTokens, n) }},
+		{"requests_per_day", l.RequestsPerDay, func(n int64) quota.Limit { return quota.PerDay(quota.Requests, n, zone) }},
+		{"tokens_per_day", l.TokensPerDay, func(n int64) quota.Limit { return quota.PerDay(quota.Tokens, n, zone) }},
+		{"concurrency", l.Concurrency, quota.Concurrent},
+	} {
+		if a.v < 0 {
+			return p, &PolicyError{Field: field + ".limits." + a.name, Value: strconv.FormatInt(a.v, 10), Problem: "is negative",
+				Fix: "use the provider's published limit, or leave it out for no limit on that axis"}
+		}
+		if a.v > 0 {
+			p.Limits = append(p.Limits, a.lim(a.v))
+		}
+	}
+	if len(p.Limits) == 0 {
+		return p, &PolicyError{Field: field + ".limits", Problem: "sets no limit",
+			Fix: "set at least one, e.g. requests_per_minute: 500 (the provider's published limit)"}
+	}
+	p.Headroom, p.PriorityReserve, p.MaxWait, p.AdoptObservedLimits = e.Headroom, e.PriorityReserve, e.MaxWait, e.AdoptObservedLimits
+	if err := p.Validate(); err != nil {
+		var inv *quota.InvalidError
+		if errors.As(err, &inv) {
+			return p, &PolicyError{Field: field + "." + inv.Field, Value: inv.Value, Problem: inv.Problem, Fix: inv.Fix, Err: err}
+		}
+		return p, fmt.Errorf("%s: %w", field, err)
+	}
+	return p, nil
+}

@@ -1,0 +1,91 @@
+package worker
+
+import (
+	"time"
+
+	"github.com/tollgate/tollgate/testsuite/llmsim"
+)
+
+// The models of the default simulated profile, and the API keys the worker
+// uses against the in-process simulator (not secrets: llmsim accepts only
+// these).
+const (
+	// SimPrimary is the tight model: 60 requests per minute, the limit
+	// most agent calls compete for.
+	SimPrimary = "gpt-4o-mini"
+	// SimBackup is the roomy model the others fall back to.
+	SimBackup = "gpt-4o"
+	// SimFlaky is a roomy model the demo makes llmsim rate limit with
+	// injected 429s, so calls to it escalate to SimBackup.
+	SimFlaky = "gpt-4.1"
+	// SimCapped is an Anthropic model whose account ("research") has a
+	// spend cap of SimSpendCapTokens tokens; calls past it fall back to
+	// SimBackup.
+	SimCapped = "claude-3-5-haiku-latest"
+	// SimSpendCapTokens is the research account's spend cap, in tokens.
+	SimSpendCapTokens = 1500
+
+	// SimOpenAIKey and SimAnthropicKey are the keys of the simulated
+	// accounts "main" (OpenAI) and "research" (Anthropic).
+	SimOpenAIKey    = "sim-openai-main"
+	SimAnthropicKey = "sim-anthropic-research"
+)
+
+// DefaultSimConfig is the simulated provider the worker runs when no API key
+// is set (and the demo always runs):
+//
+//	model                    provider   limits (per account)                     notes
+//	gpt-4o-mini              openai     60 RPM, 200k TPM                         the tight primary
+//	gpt-4o                   openai     600 RPM, 2M TPM                          the backup
+//	gpt-4.1                  openai     600 RPM, 2M TPM                          the demo injects 429s
+//	claude-3-5-haiku-latest  anthropic  600 RPM, 1M ITPM, 400k OTPM              account "research": spend cap 1500 tokens
+//
+// Answers take 150–400 ms. Buckets start full and refill continuously over a
+// minute, as the providers' do.
+func DefaultSimConfig() llmsim.Config {
+	return llmsim.Config{
+		Models: []llmsim.Model{
+			{Provider: llmsim.OpenAI, Name: SimPrimary, RequestsPerMinute: 60, TokensPerMinute: 200_000},
+			{Provider: llmsim.OpenAI, Name: SimBackup, RequestsPerMinute: 600, TokensPerMinute: 2_000_000},
+			{Provider: llmsim.OpenAI, Name: SimFlaky, RequestsPerMinute: 600, TokensPerMinute: 2_000_000},
+			{Provider: llmsim.Anthropic, Name: SimCapped, RequestsPerMinute: 600, InputTokensPerMinute: 1_000_000, OutputTokensPerMinute: 400_000},
+		},
+		Accounts: []llmsim.Account{
+			{Name: "main", APIKey: SimOpenAIKey},
+			{Name: "research", APIKey: SimAnthropicKey, SpendCapTokens: SimSpendCapTokens},
+		},
+		Latency: llmsim.Latency{Fixed: 150 * time.Millisecond, Jitter: 250 * time.Millisecond},
+		Seed:    1,
+	}
+}
+
+// DefaultPoliciesYAML is the policies file the worker uses with the
+// simulator when POLICIES is empty: each model's limits as llmsim enforces
+// them, less 5% headroom on the primary, and the fallback chains.
+const DefaultPoliciesYAML = `policies:
+  - provider: openai
+    model: gpt-4o-mini
+    limits: {requests_per_minute: 60, tokens_per_minute: 200000}
+    headroom: 0.05
+    fallbacks: [openai/gpt-4o]
+  - provider: openai
+    model: gpt-4o
+    limits: {requests_per_minute: 600, tokens_per_minute: 2000000}
+  - provider: openai
+    model: gpt-4.1
+    limits: {requests_per_minute: 600, tokens_per_minute: 2000000}
+    fallbacks: [openai/gpt-4o]
+  - provider: anthropic
+    model: claude-3-5-haiku-latest
+    limits: {requests_per_minute: 600, input_tokens_per_minute: 1000000, output_tokens_per_minute: 400000}
+    fallbacks: [openai/gpt-4o]
+`
+
+// DefaultBudgets returns DefaultPoliciesYAML parsed.
+func DefaultBudgets() Budgets {
+	b, err := ParsePolicies([]byte(DefaultPoliciesYAML))
+	if err != nil {
+		panic("worker: DefaultPoliciesYAML is invalid: " + err.Error()) // programmer error
+	}
+	return b
+}
