@@ -23,7 +23,7 @@ const (
 	// SimBackup.
 	SimCapped = "claude-3-5-haiku-latest"
 	// SimSpendCapTokens is the research account's spend cap, in tokens.
-	SimSpendCapTokens = 1500
+	SimSpendCapTokens = 600
 
 	// SimOpenAIKey and SimAnthropicKey are the keys of the simulated
 	// accounts "main" (OpenAI) and "research" (Anthropic).
@@ -38,7 +38,7 @@ const (
 //	gpt-4o-mini              openai     60 RPM, 200k TPM                         the tight primary
 //	gpt-4o                   openai     600 RPM, 2M TPM                          the backup
 //	gpt-4.1                  openai     600 RPM, 2M TPM                          the demo injects 429s
-//	claude-3-5-haiku-latest  anthropic  600 RPM, 1M ITPM, 400k OTPM              account "research": spend cap 1500 tokens
+//	claude-3-5-haiku-latest  anthropic  600 RPM, 1M ITPM, 400k OTPM              account "research": spend cap 600 tokens
 //
 // Answers take 150–400 ms. Buckets start full and refill continuously over a
 // minute, as the providers' do.

@@ -1,0 +1,99 @@
+// Command worker runs Tollgate's Temporal worker.
+//
+//	go run ./cmd/worker           # serve: poll the task queue until interrupted
+//	go run ./cmd/worker demo      # a one-minute workload on the embedded defaults
+//	go run ./cmd/worker status    # each policy key's bucket levels
+//
+// Configuration comes from environment variables and flags of the same name
+// (TEMPORAL_ADDRESS or -temporal-address; flags win); run with -h for the
+// list. With none at all it starts an embedded Temporal server, the memory
+// store and a simulated provider, and says so.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/tollgate/tollgate/worker"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+const usage = `usage: worker [serve|demo|status] [flags]
+
+  serve   run the worker until interrupted (the default)
+  demo    run a realistic workload on the embedded defaults and report
+  status  print each policy key's bucket levels from the configured store
+
+Every flag can also be set by the environment variable of the same name in
+upper case with underscores (-temporal-address = TEMPORAL_ADDRESS); flags win.
+`
+
+// run is main without the process: it returns the exit code.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve", "demo", "status":
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "worker: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	cfg, err := worker.LoadConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stderr, "\n"+usage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	switch cmd {
+	case "demo":
+		return runDemo(ctx, cfg, defaultPlan(), stdout, stderr, isTerminal(stdout))
+	case "status":
+		logger, _ := worker.NewLogger(stderr, "warn")
+		if err := worker.Status(ctx, cfg, stdout, logger); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		return 0
+	}
+	logger, err := worker.NewLogger(stderr, cfg.LogLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if err := worker.Run(ctx, cfg, logger); err != nil {
+		logger.Error("worker failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+// isTerminal reports whether w is a character device (a terminal), where the
+// demo redraws its status block in place.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,110 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+// Status prints each policy key's levels per axis, read from the store cfg
+// configures, to out. With no REDIS_URL the store is a fresh memory store,
+// so the levels shown are full: Status says so. It returns Validate's error
+// for a bad cfg and the store's error when a key cannot be read.
+func Status(ctx context.Context, cfg Config, out io.Writer, logger *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg = cfg.WithDefaults()
+	w := &Worker{cfg: cfg, logger: logger}
+	b, err := w.loadBudgets()
+	if err != nil {
+		return err
+	}
+	store, closeStore, err := openStore(cfg, b.Policies, noop.NewMeterProvider().Meter("tollgate"), logger)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	if cfg.RedisURL == "" {
+		fmt.Fprintln(out, "store: process memory of this command (no REDIS_URL): every bucket is full; set REDIS_URL to read the fleet's levels")
+	} else {
+		fmt.Fprintln(out, "store: Redis", redactURL(cfg.RedisURL))
+	}
+	return WriteStatus(ctx, out, store, b.Policies.Keys())
+}
+
+// WriteStatus prints a table of keys' levels from store: per axis, the
+// effective capacity, what is available now, and when a daily window
+// resets; per key, whether and until when it is paused.
+func WriteStatus(ctx context.Context, out io.Writer, store quota.Store, keys []quota.Key) error {
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tAXIS\tCAPACITY\tAVAILABLE\tFILL\tNOTE")
+	for _, k := range keys {
+		snap, err := store.Snapshot(ctx, k)
+		if err != nil {
+			tw.Flush()
+			return fmt.Errorf("worker: status of %s: %w", k, err)
+		}
+		note := ""
+		if snap.PausedUntil.After(snap.At) {
+			note = fmt.Sprintf("paused %s (%s)", snap.PausedUntil.Sub(snap.At).Round(time.Second), snap.PauseReason)
+		}
+		if len(snap.Axes) == 0 {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%s\n", k, note)
+		}
+		for i, l := range snap.Axes {
+			n := ""
+			if i == 0 {
+				n = note
+			}
+			if !l.ResetAt.IsZero() {
+				n = joinNote(n, "resets "+l.ResetAt.UTC().Format(time.RFC3339))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", k, l.Axis, l.Capacity,
+				strconv.FormatFloat(l.Available, 'f', 1, 64), Bar(l.Available, l.Capacity, 10), n)
+		}
+	}
+	return tw.Flush()
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// Bar draws available/capacity as a bar of width cells, e.g. "[#####.....]";
+// a negative level (reservations queued) draws an empty bar marked "!".
+func Bar(available float64, capacity int64, width int) string {
+	if capacity <= 0 || width <= 0 {
+		return ""
+	}
+	frac := available / float64(capacity)
+	mark := byte('#')
+	if frac < 0 {
+		frac, mark = 0, '!'
+	}
+	frac = min(frac, 1)
+	n := int(frac*float64(width) + 0.5)
+	b := make([]byte, 0, width+2)
+	b = append(b, '[')
+	for i := range width {
+		if i < n {
+			b = append(b, '#')
+		} else if mark == '!' && i == 0 {
+			b = append(b, '!')
+		} else {
+			b = append(b, '.')
+		}
+	}
+	return string(append(b, ']'))
+}
