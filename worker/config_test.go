@@ -1,0 +1,142 @@
+package worker
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	cfg, err := LoadConfig(nil, envOf(nil), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, DefaultEmbeddedAddress, cfg.EmbeddedAddress)
+	require.Equal(t, DefaultNamespace, cfg.Namespace)
+	require.Equal(t, DefaultTaskQueue, cfg.TaskQueue)
+	require.Equal(t, DefaultStoreFailure, cfg.StoreFailure)
+	require.Equal(t, DefaultMetricsAddr, cfg.MetricsAddr)
+	require.Equal(t, 1.0, cfg.StoreLocalShare)
+	require.True(t, cfg.Simulated())
+	require.Empty(t, cfg.TemporalAddress)
+}
+
+func TestLoadConfigFlagsWinOverEnvironment(t *testing.T) {
+	env := envOf(map[string]string{
+		"TEMPORAL_ADDRESS": "temporal:7233",
+		"TASK_QUEUE":       "from-env",
+		"REDIS_URL":        "redis://redis:6379/0",
+		"STORE_FAILURE":    "open",
+		"OPENAI_API_KEY":   "sk-env",
+	})
+	cfg, err := LoadConfig([]string{"-task-queue", "from-flag", "-store-failure", "local", "-store-local-share", "0.5"}, env, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "temporal:7233", cfg.TemporalAddress, "the environment applies where no flag is given")
+	require.Equal(t, "from-flag", cfg.TaskQueue)
+	require.Equal(t, "local", cfg.StoreFailure)
+	require.Equal(t, 0.5, cfg.StoreLocalShare)
+	require.Equal(t, "sk-env", cfg.OpenAIAPIKey)
+	require.False(t, cfg.Simulated())
+}
+
+func TestLoadConfigHelp(t *testing.T) {
+	_, err := LoadConfig([]string{"-h"}, envOf(nil), io.Discard)
+	require.ErrorIs(t, err, flag.ErrHelp)
+}
+
+// Each wrong field gives its own error, naming the variable, its flag and
+// the fix.
+func TestLoadConfigRejectsEachBadField(t *testing.T) {
+	dir := t.TempDir()
+	badPolicies := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(badPolicies, []byte("policies:\n  - provider: openai\n    limits: {requests_per_minute: 10}\n"), 0o600))
+
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		field   string
+		problem string
+		fix     string
+	}{
+		{"temporal address without port", map[string]string{"TEMPORAL_ADDRESS": "temporal"}, nil,
+			"TEMPORAL_ADDRESS", "is not host:port", "127.0.0.1:7233"},
+		{"embedded address with a bad port", nil, []string{"-temporal-embedded-address", "127.0.0.1:99999"},
+			"TEMPORAL_EMBEDDED_ADDRESS", "is not host:port", "127.0.0.1:7233"},
+		{"namespace with spaces", map[string]string{"TEMPORAL_NAMESPACE": " prod"}, nil,
+			"TEMPORAL_NAMESPACE", "spaces", "remove them"},
+		{"task queue with spaces", nil, []string{"-task-queue", "q "},
+			"TASK_QUEUE", "spaces", "remove them"},
+		{"redis url of another scheme", map[string]string{"REDIS_URL": "http://redis:6379"}, nil,
+			"REDIS_URL", "is not a Redis URL", "redis://localhost:6379/0"},
+		{"unknown store failure policy", map[string]string{"REDIS_URL": "redis://r:6379", "STORE_FAILURE": "shut"}, nil,
+			"STORE_FAILURE", "is not a failure policy", "closed, open or local"},
+		{"store failure without redis", map[string]string{"STORE_FAILURE": "open"}, nil,
+			"STORE_FAILURE", "REDIS_URL is empty", "set REDIS_URL"},
+		{"local share out of range", map[string]string{"REDIS_URL": "redis://r:6379", "STORE_FAILURE": "local", "STORE_LOCAL_SHARE": "1.5"}, nil,
+			"STORE_LOCAL_SHARE", "must be in (0, 1]", "0.5 for two replicas"},
+		{"local share that is not a number", map[string]string{"STORE_LOCAL_SHARE": "half"}, nil,
+			"STORE_LOCAL_SHARE", "is not a number", "decimal"},
+		{"local share without local", map[string]string{"REDIS_URL": "redis://r:6379", "STORE_LOCAL_SHARE": "0.5"}, nil,
+			"STORE_LOCAL_SHARE", "STORE_FAILURE is not local", "STORE_FAILURE=local"},
+		{"policies file missing", map[string]string{"POLICIES": filepath.Join(dir, "nope.yaml")}, nil,
+			"POLICIES", "cannot be used", "check the path"},
+		{"policies file with a bad entry", map[string]string{"POLICIES": badPolicies}, nil,
+			"POLICIES", "cannot be used", "policies[0].model"},
+		{"openai base url without a key", map[string]string{"OPENAI_BASE_URL": "http://127.0.0.1:8089/v1/"}, nil,
+			"OPENAI_API_KEY", "OPENAI_BASE_URL is set", "set the key"},
+		{"anthropic key with a trailing newline", map[string]string{"ANTHROPIC_API_KEY": "sk-ant\n"}, nil,
+			"ANTHROPIC_API_KEY", "trailing spaces", "copy-paste"},
+		{"openai base url not http", map[string]string{"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "api.openai.com/v1"}, nil,
+			"OPENAI_BASE_URL", "is not an http(s) URL", "https://api.openai.com/v1/"},
+		{"anthropic base url not http", nil, []string{"-anthropic-api-key", "k", "-anthropic-base-url", "ftp://x"},
+			"ANTHROPIC_BASE_URL", "is not an http(s) URL", "leave it empty"},
+		{"metrics address without port", map[string]string{"METRICS_ADDR": "9464"}, nil,
+			"METRICS_ADDR", "is not host:port", `":9464"`},
+		{"otlp endpoint without scheme", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4317"}, nil,
+			"OTEL_EXPORTER_OTLP_ENDPOINT", "is not an http(s) URL", "http://otel-collector:4317"},
+		{"sim address without port", map[string]string{"SIM_ADDRESS": "localhost"}, nil,
+			"SIM_ADDRESS", "is not host:port", "127.0.0.1"},
+		{"unknown log level", map[string]string{"LOG_LEVEL": "loud"}, nil,
+			"LOG_LEVEL", "is not a log level", "debug, info, warn or error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfig(tc.args, envOf(tc.env), io.Discard)
+			require.Error(t, err)
+			var ce *ConfigError
+			require.True(t, errors.As(err, &ce), "got %T: %v", err, err)
+			require.Equal(t, tc.field, ce.Env, "error: %v", err)
+			msg := err.Error()
+			require.Contains(t, msg, tc.field)
+			require.Contains(t, msg, "-"+FlagName(tc.field))
+			require.Contains(t, msg, tc.problem)
+			require.Contains(t, msg, tc.fix)
+		})
+	}
+}
+
+func TestConfigErrorsNeverShowKeys(t *testing.T) {
+	_, err := LoadConfig(nil, envOf(map[string]string{"OPENAI_API_KEY": " sk-secret-123"}), io.Discard)
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "sk-secret-123")
+
+	_, err = LoadConfig(nil, envOf(map[string]string{"REDIS_URL": "ftp://user:hunter2@redis:6379"}), io.Discard)
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "hunter2")
+}
+
+func TestUnknownFlagAndStrayArgument(t *testing.T) {
+	_, err := LoadConfig([]string{"-temporal-adress", "x:1"}, envOf(nil), io.Discard)
+	require.ErrorContains(t, err, "temporal-adress")
+	require.ErrorContains(t, err, "-h")
+
+	_, err = LoadConfig([]string{"extra"}, envOf(nil), io.Discard)
+	require.ErrorContains(t, err, `unexpected argument "extra"`)
+}

@@ -1,0 +1,98 @@
+package worker
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+func TestParsePoliciesReadsEveryField(t *testing.T) {
+	b, err := ParsePolicies([]byte(`policies:
+  - provider: openai
+    account: team-a
+    model: gpt-4o
+    limits:
+      requests_per_minute: 500
+      tokens_per_minute: 200000
+      requests_per_day: 10000
+      tokens_per_day: 5000000
+      zone: America/Los_Angeles
+      concurrency: 20
+    headroom: 0.1
+    priority_reserve: 0.2
+    max_wait: 2m
+    adopt_observed_limits: true
+    fallbacks: [anthropic/claude-3-5-haiku-latest]
+  - provider: anthropic
+    model: claude-3-5-haiku-latest
+    limits: {requests_per_minute: 50, input_tokens_per_minute: 50000, output_tokens_per_minute: 10000}
+`))
+	require.NoError(t, err)
+	key := quota.Key{Provider: "openai", Account: "team-a", Model: "gpt-4o"}
+	_, p, ok := b.Policies.Lookup(key)
+	require.True(t, ok)
+	require.Equal(t, 0.1, p.Headroom)
+	require.Equal(t, 0.2, p.PriorityReserve)
+	require.Equal(t, 2*time.Minute, p.MaxWait)
+	require.True(t, p.AdoptObservedLimits)
+	l, ok := p.Limit(quota.RequestsPerDay)
+	require.True(t, ok)
+	require.Equal(t, int64(10000), l.Capacity)
+	require.Equal(t, "America/Los_Angeles", l.Zone().String())
+	l, ok = p.Limit(quota.Concurrency)
+	require.True(t, ok)
+	require.Equal(t, int64(20), l.Capacity)
+	require.Len(t, p.Limits, 5)
+	require.Equal(t, map[string][]string{"openai/team-a/gpt-4o": {"anthropic/claude-3-5-haiku-latest"}}, b.Fallbacks)
+}
+
+func TestDefaultBudgetsMatchTheSimulator(t *testing.T) {
+	b := DefaultBudgets()
+	sim := DefaultSimConfig()
+	require.Len(t, b.Policies.Keys(), len(sim.Models))
+	for _, m := range sim.Models {
+		_, p, ok := b.Policies.Lookup(quota.Key{Provider: m.Provider, Model: m.Name})
+		require.True(t, ok, m.Name)
+		l, ok := p.Limit(quota.Requests)
+		require.True(t, ok, m.Name)
+		require.Equal(t, m.RequestsPerMinute, l.Capacity, "%s: Tollgate budgets what the provider allows", m.Name)
+		require.LessOrEqual(t, p.Effective(l.Capacity), m.RequestsPerMinute)
+	}
+}
+
+// Each wrong field of a policies file gives its own error, by its path.
+func TestParsePoliciesRejectsEachBadField(t *testing.T) {
+	const ok = "  - provider: openai\n    model: gpt-4o\n    limits: {requests_per_minute: 10}\n"
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"empty file", "", `policies "" is empty`},
+		{"unknown field", "policies:\n  - provider: openai\n    modle: gpt-4o\n", "modle"},
+		{"no provider", "policies:\n  - model: gpt-4o\n    limits: {requests_per_minute: 10}\n", `policies[0].provider "" is empty`},
+		{"no model", "policies:\n  - provider: openai\n    limits: {requests_per_minute: 10}\n", `policies[0].model "" is empty`},
+		{"slash in model", "policies:\n  - provider: openai\n    model: a/b\n    limits: {requests_per_minute: 10}\n", `policies[0].model "a/b"`},
+		{"no limits", "policies:\n  - provider: openai\n    model: gpt-4o\n", "policies[0].limits \"\" sets no limit"},
+		{"negative limit", "policies:\n  - provider: openai\n    model: gpt-4o\n    limits: {tokens_per_minute: -1}\n", "policies[0].limits.tokens_per_minute \"-1\" is negative"},
+		{"bad zone", "policies:\n  - provider: openai\n    model: gpt-4o\n    limits: {requests_per_day: 5, zone: Mars/Olympus}\n", "policies[0].limits.zone \"Mars/Olympus\" is not a time zone"},
+		{"headroom of one", "policies:\n  - provider: openai\n    model: gpt-4o\n    limits: {requests_per_minute: 10}\n    headroom: 1\n", "policies[0].headroom \"1\" must be in [0, 1)"},
+		{"priority reserve negative", "policies:\n  - provider: openai\n    model: gpt-4o\n    limits: {requests_per_minute: 10}\n    priority_reserve: -0.1\n", "policies[0].priority_reserve"},
+		{"negative max wait", "policies:\n  - provider: openai\n    model: gpt-4o\n    limits: {requests_per_minute: 10}\n    max_wait: -1m\n", "policies[0].max_wait"},
+		{"duplicate key", "policies:\n" + ok + ok, `policies[1] "openai/default/gpt-4o" is listed twice`},
+		{"bad fallback target", "policies:\n" + ok + "    fallbacks: [gpt-4o-mini]\n", `policies[0].fallbacks[0] "gpt-4o-mini" is not a target`},
+		{"fallback without a policy", "policies:\n" + ok + "    fallbacks: [openai/gpt-4o-mini]\n", `policies[0].fallbacks[0] "openai/gpt-4o-mini" has no policy of its own`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParsePolicies([]byte(tc.yaml))
+			require.Error(t, err)
+			require.ErrorContains(t, err, tc.want)
+			var pe *PolicyError
+			if errors.As(err, &pe) {
+				require.NotEmpty(t, pe.Fix, "every error says how to fix it")
+			}
+		})
+	}
+}
