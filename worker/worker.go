@@ -29,6 +29,7 @@ type Worker struct {
 	budgets Budgets
 	tel     *telemetry
 	dev     *devserver.Server // nil with TEMPORAL_ADDRESS
+	address string            // the Temporal frontend dialled
 	sim     *llmsim.Sim       // nil with API keys
 	simURL  string
 	stopSim context.CancelFunc
@@ -151,6 +152,7 @@ func (w *Worker) dial() error {
 	} else {
 		w.logger.Info("temporal: real server", "address", addr, "namespace", cfg.Namespace)
 	}
+	w.address = addr
 	tracing, err := w.tel.tracing()
 	if err != nil {
 		return fmt.Errorf("worker: tracing interceptor: %w", err)
@@ -250,6 +252,10 @@ func (w *Worker) Stop() {
 // Client returns the worker's Temporal client, for starting workflows on
 // its task queue. Do not close it; Stop does.
 func (w *Worker) Client() client.Client { return w.client }
+
+// TemporalAddress returns the host:port of the Temporal frontend the worker
+// uses: TEMPORAL_ADDRESS, or the embedded server's.
+func (w *Worker) TemporalAddress() string { return w.address }
 
 // Config returns the configuration the worker runs with, defaults filled in.
 func (w *Worker) Config() Config { return w.cfg }

@@ -41,7 +41,7 @@ func (v *progress) draw(ctx context.Context) {
 	fmt.Fprintf(&b, "tollgate   admitted %d  queued %d  refused %d  |  provider 429s %d  escalations %d  fallbacks %d  spend caps %d\n",
 		st.Admitted, st.Queued, st.Refused, st.ProviderRateLimited, st.Escalations, st.Fallbacks, st.SpendCapped)
 	for _, k := range v.w.Budgets().Policies.Keys() {
-		fmt.Fprintf(&b, "  %-36s %s\n", k, levels(ctx, v.w.Store(), k))
+		fmt.Fprintf(&b, "  %-42s %s\n", k, levels(ctx, v.w.Store(), k))
 	}
 	block := b.String()
 	if v.lines > 0 {

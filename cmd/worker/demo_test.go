@@ -1,0 +1,41 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/tollgate/tollgate/worker"
+)
+
+func quietSDKLogger() sdklog.Logger {
+	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// A small demo shows every layer and ends with the line scripts read.
+func TestDemoSmallWorkload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a workload for about ten seconds")
+	}
+	cfg := worker.Config{EmbeddedAddress: "127.0.0.1:0", MetricsAddr: "off", TaskQueue: "demo-test"}
+	p := plan{Primary: 4, Flaky: 2, FlakyAfter: 1, Capped: 6, Turns: 2, MaxOutputTokens: 128, Timeout: 2 * time.Minute}
+	var out, errOut bytes.Buffer
+	code := runDemo(context.Background(), cfg, p, &out, &errOut, false)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	last := lines[len(lines)-1]
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	m := regexp.MustCompile(`^demo: workflows=12 completed=12 failed=0 admitted=(\d+) queued=(\d+) provider_429=(\d+) escalations=(\d+) fallbacks=(\d+) spend_capped=(\d+)$`).FindStringSubmatch(last)
+	require.NotNil(t, m, "last line: %q", last)
+	require.NotEqual(t, "0", m[4], "escalations")
+	require.NotEqual(t, "0", m[5], "fallbacks")
+	require.NotEqual(t, "0", m[6], "spend caps")
+	require.Contains(t, out.String(), "demo: t=", "plain progress lines when stdout is not a terminal")
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/tollgate/tollgate/activities"
+	"github.com/tollgate/tollgate/worker"
+	"github.com/tollgate/tollgate/workflows"
+)
+
+// freeAddr returns a loopback address nothing listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger and the test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// serve on the embedded defaults: a client runs an agent workflow through
+// it, and /metrics shows the admissions it counted.
+func TestServeOnTheEmbeddedDefaults(t *testing.T) {
+	temporalAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	env := map[string]string{"TEMPORAL_EMBEDDED_ADDRESS": temporalAddr, "METRICS_ADDR": metricsAddr, "TASK_QUEUE": "serve-test"}
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncBuffer
+	exit := make(chan int, 1)
+	go func() { exit <- run(ctx, nil, func(k string) string { return env[k] }, io.Discard, &logs) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-exit:
+			require.Equal(t, 0, code, "serve exits cleanly when interrupted; logs:\n%s", logs.String())
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop within 30 s of the interrupt")
+		}
+	})
+
+	var c client.Client
+	require.Eventually(t, func() bool {
+		if !strings.Contains(logs.String(), "worker started") {
+			return false
+		}
+		var err error
+		c, err = client.Dial(client.Options{HostPort: temporalAddr, Logger: quietSDKLogger()})
+		return err == nil
+	}, 60*time.Second, 100*time.Millisecond, "serve did not start; logs:\n%s", logs.String())
+	defer c.Close()
+
+	out := logs.String()
+	for _, says := range []string{"temporal: embedded server", "quota store: process memory", "providers: simulated by llmsim", "metrics: Prometheus endpoint"} {
+		require.Contains(t, out, says, "the logs say which parts are embedded or simulated")
+	}
+
+	runCtx, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+	r, err := c.ExecuteWorkflow(runCtx, client.StartWorkflowOptions{ID: "serve-test-agent", TaskQueue: "serve-test"}, workflows.AgentWorkflow,
+		workflows.AgentInput{Provider: activities.OpenAI, Model: worker.SimPrimary, Task: "Plan a picnic.", Turns: 2, MaxOutputTokens: 64})
+	require.NoError(t, err)
+	var res workflows.AgentResult
+	require.NoError(t, r.Get(runCtx, &res))
+	require.Len(t, res.Turns, 2)
+	require.Equal(t, worker.SimPrimary, res.Turns[1].Model)
+
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	metrics := string(body)
+	require.Contains(t, metrics, `tollgate_admissions_total{`)
+	require.Regexp(t, `tollgate_admissions_total\{[^}]*decision="granted"[^}]*key="openai/default/gpt-4o-mini"[^}]*\} 2`, metrics)
+	require.Regexp(t, `tollgate_bucket_available\{axis="requests",key="openai/default/gpt-4o-mini"`, metrics)
+	require.Contains(t, metrics, "temporal_", "the SDK's metrics share the endpoint")
+}
+
+func TestBadConfigExitsBeforeStarting(t *testing.T) {
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"serve", "-store-failure", "open"}, func(string) string { return "" }, io.Discard, &stderr)
+	require.Equal(t, 2, code)
+	require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr.String()), "\n")+1, "one line: %q", stderr.String())
+	require.Contains(t, stderr.String(), "STORE_FAILURE (-store-failure)")
+}
+
+func TestUnknownCommand(t *testing.T) {
+	var stderr bytes.Buffer
+	require.Equal(t, 2, run(context.Background(), []string{"deploy"}, func(string) string { return "" }, io.Discard, &stderr))
+	require.Contains(t, stderr.String(), `unknown command "deploy"`)
+}
+
+func TestStatusOnTheMemoryStore(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"status"}, func(string) string { return "" }, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	out := stdout.String()
+	require.Contains(t, out, "no REDIS_URL")
+	require.Regexp(t, `openai/default/gpt-4o-mini\s+requests\s+57\s+57\.0\s+\[#+\]`, out)
+	require.Regexp(t, `anthropic/default/claude-3-5-haiku-latest\s+output_tokens\s+400000`, out)
+}
