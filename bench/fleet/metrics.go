@@ -1,0 +1,164 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Definitions printed with every run, so a reader of the table knows exactly
+// what each column counts.
+const definitions = `Definitions:
+  window        the load window: workflows are started at a steady rate for -duration, then the
+                run drains (no new workflows) for at most -drain.
+  goodput       the provider's limit used on the binding axis during the window:
+                max over the request and input-token axes of
+                  units the provider accepted in the window ÷ (capacity + rate × window),
+                where capacity + rate × window is the most a full bucket lets through in the
+                window. On the request axis that is accepted calls ÷ the provider's call limit.
+                The axis reaching the higher fraction is reported as binding.
+  429/100       provider 429 answers per 100 provider calls, over the whole run (window + drain).
+  calls/call    provider calls (every HTTP request llmsim received) per completed LLM call
+                (an activity that returned the provider's answer), whole run.
+  attempts/call Temporal activity attempts (every execution a worker started, counted by an
+                outermost interceptor, including Tollgate's scheduled-retry refusals) per
+                completed LLM call, whole run.
+  p50/p99       workflow completion latency (start request to result), nearest rank, over the
+                workflows that completed before the drain deadline.
+  peak slots    the most activity executions in flight at once across the fleet (outermost
+                interceptor), i.e. worker activity slots held.
+  done/total    workflows completed successfully ÷ workflows started; the rest were still
+                running at the drain deadline (and were terminated) or failed.`
+
+// counts is what one setup's run measured, before it is summarized.
+type counts struct {
+	// Window is the load window; Period the provider's refill period.
+	Window, Period time.Duration
+	// RequestLimit and InputTokenLimit are the provider's capacities per
+	// Period.
+	RequestLimit, InputTokenLimit int64
+	// WindowAccepted and WindowInputTokens are what the provider accepted
+	// during the window: calls, and the input tokens they were charged.
+	WindowAccepted, WindowInputTokens int64
+	// ProviderCalls and Provider429 count every call the provider received
+	// and every 429 it sent, over the whole run.
+	ProviderCalls, Provider429 int64
+	// CompletedCalls counts activities that returned an answer;
+	// ActivityAttempts every activity execution started.
+	CompletedCalls, ActivityAttempts int64
+	// Latencies holds the completion latency of each completed workflow.
+	Latencies []time.Duration
+	// Completed and Total count workflows completed and started.
+	Completed, Total int
+	// PeakSlots is the most activity executions in flight at once.
+	PeakSlots int64
+}
+
+// Result is one setup's line of the table and one object of fleet.json.
+type Result struct {
+	Name                    string  `json:"name"`
+	Goodput                 float64 `json:"goodput"`
+	BindingAxis             string  `json:"binding_axis"`
+	RequestUtilization      float64 `json:"request_utilization"`
+	InputTokenUtilization   float64 `json:"input_token_utilization"`
+	Provider429Per100       float64 `json:"provider_429_per_100"`
+	AttemptsPerCall         float64 `json:"attempts_per_call"`
+	ActivityAttemptsPerCall float64 `json:"activity_attempts_per_call"`
+	P50Ms                   float64 `json:"p50_ms"`
+	P99Ms                   float64 `json:"p99_ms"`
+	PeakSlots               int64   `json:"peak_slots"`
+	Completed               int     `json:"completed"`
+	Total                   int     `json:"total"`
+}
+
+// summarize turns a setup's counts into its Result. Ratios with nothing to
+// divide by are 0.
+func summarize(name string, c counts) Result {
+	reqUse := ratio(float64(c.WindowAccepted), allowance(c.RequestLimit, c.Period, c.Window))
+	tokUse := ratio(float64(c.WindowInputTokens), allowance(c.InputTokenLimit, c.Period, c.Window))
+	r := Result{
+		Name:                    name,
+		Goodput:                 reqUse,
+		BindingAxis:             "requests",
+		RequestUtilization:      reqUse,
+		InputTokenUtilization:   tokUse,
+		Provider429Per100:       100 * ratio(float64(c.Provider429), float64(c.ProviderCalls)),
+		AttemptsPerCall:         ratio(float64(c.ProviderCalls), float64(c.CompletedCalls)),
+		ActivityAttemptsPerCall: ratio(float64(c.ActivityAttempts), float64(c.CompletedCalls)),
+		P50Ms:                   millis(percentile(c.Latencies, 0.50)),
+		P99Ms:                   millis(percentile(c.Latencies, 0.99)),
+		PeakSlots:               c.PeakSlots,
+		Completed:               c.Completed,
+		Total:                   c.Total,
+	}
+	if tokUse > reqUse {
+		r.Goodput, r.BindingAxis = tokUse, "input_tokens"
+	}
+	return r
+}
+
+// allowance is the most a bucket of limit units per period, full at the
+// start, lets through in window: its capacity plus what it earns meanwhile.
+// It is 0 for an unlimited axis (limit ≤ 0).
+func allowance(limit int64, period, window time.Duration) float64 {
+	if limit <= 0 || period <= 0 {
+		return 0
+	}
+	return float64(limit) * (1 + window.Seconds()/period.Seconds())
+}
+
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// percentile is the nearest-rank percentile p (in (0, 1]) of ds, 0 when ds
+// is empty. ds is not modified.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func millis(d time.Duration) float64 {
+	return math.Round(float64(d)/float64(time.Millisecond)*10) / 10
+}
+
+// writeJSON writes results as fleet.json: an indented list, one object per
+// setup.
+func writeJSON(w io.Writer, results []Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(results)
+}
+
+// printTable writes results as an aligned table.
+func printTable(w io.Writer, results []Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "setup\tgoodput\tbinding\treq use\ttok use\t429/100\tcalls/call\tattempts/call\tp50 ms\tp99 ms\tpeak slots\tdone/total\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%.3f\t%.3f\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t%d\t%d/%d\t\n",
+			r.Name, r.Goodput, strings.TrimSuffix(r.BindingAxis, "_tokens")+axisSuffix(r.BindingAxis), r.RequestUtilization, r.InputTokenUtilization,
+			r.Provider429Per100, r.AttemptsPerCall, r.ActivityAttemptsPerCall, r.P50Ms, r.P99Ms, r.PeakSlots, r.Completed, r.Total)
+	}
+	return tw.Flush()
+}
+
+// axisSuffix shortens "input_tokens" to "input tok" in the table.
+func axisSuffix(axis string) string {
+	if strings.HasSuffix(axis, "_tokens") {
+		return " tok"
+	}
+	return ""
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSummarize(t *testing.T) {
+	base := counts{
+		Window: 30 * time.Second, Period: time.Second,
+		RequestLimit: 10, InputTokenLimit: 5000,
+		ProviderCalls: 220, Provider429: 11,
+		CompletedCalls: 200, ActivityAttempts: 350,
+		Latencies: []time.Duration{4 * time.Second, time.Second, 3 * time.Second, 2 * time.Second},
+		Completed: 4, Total: 5, PeakSlots: 7,
+	}
+	for _, tc := range []struct {
+		name                 string
+		accepted, tokens     int64
+		goodput, reqUse, tok float64
+		binding              string
+	}{
+		// A full bucket lets capacity + rate × window through: 10 + 10×30.
+		{"requests bind", 310, 77_500, 1, 1, 0.5, "requests"},
+		{"input tokens bind", 217, 148_800, 0.96, 0.7, 0.96, "input_tokens"},
+		{"idle provider", 0, 0, 0, 0, 0, "requests"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			c.WindowAccepted, c.WindowInputTokens = tc.accepted, tc.tokens
+			r := summarize("setup", c)
+			require.InDelta(t, tc.goodput, r.Goodput, 1e-9)
+			require.InDelta(t, tc.reqUse, r.RequestUtilization, 1e-9)
+			require.InDelta(t, tc.tok, r.InputTokenUtilization, 1e-9)
+			require.Equal(t, tc.binding, r.BindingAxis)
+			require.InDelta(t, 5, r.Provider429Per100, 1e-9)
+			require.InDelta(t, 1.1, r.AttemptsPerCall, 1e-9)
+			require.InDelta(t, 1.75, r.ActivityAttemptsPerCall, 1e-9)
+			require.Equal(t, 2000.0, r.P50Ms)
+			require.Equal(t, 4000.0, r.P99Ms)
+			require.EqualValues(t, 7, r.PeakSlots)
+			require.Equal(t, 4, r.Completed)
+			require.Equal(t, 5, r.Total)
+		})
+	}
+}
+
+func TestSummarizeWithNothingToDivideBy(t *testing.T) {
+	r := summarize("empty", counts{Window: time.Second, Period: time.Second})
+	require.Zero(t, r.Goodput)
+	require.Zero(t, r.Provider429Per100)
+	require.Zero(t, r.AttemptsPerCall)
+	require.Zero(t, r.P99Ms)
+	_, err := json.Marshal(r) // no NaN or Inf to refuse
+	require.NoError(t, err)
+}
+
+func TestPercentileIsNearestRank(t *testing.T) {
+	ds := make([]time.Duration, 100)
+	for i := range ds {
+		ds[i] = time.Duration(100-i) * time.Millisecond // 100 ms … 1 ms
+	}
+	require.Equal(t, 50*time.Millisecond, percentile(ds, 0.5))
+	require.Equal(t, 99*time.Millisecond, percentile(ds, 0.99))
+	require.Equal(t, 100*time.Millisecond, percentile(ds, 1))
+	require.Equal(t, 100*time.Millisecond, ds[0], "the input is not sorted in place")
+	require.Zero(t, percentile(nil, 0.5))
+}
+
+// fleet.json is a list with one object per setup carrying at least the
+// documented fields, with these names and JSON types.
+func TestFleetJSONShape(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, writeJSON(&buf, []Result{
+		summarize("no-governor", counts{Window: time.Second, Period: time.Second, RequestLimit: 1, WindowAccepted: 1, Total: 2, Completed: 1}),
+		summarize("tollgate-redis", counts{Window: time.Second, Period: time.Second, RequestLimit: 1, WindowAccepted: 2, Total: 2, Completed: 2}),
+	}))
+	var got []map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &got))
+	require.Len(t, got, 2)
+	want := map[string]string{
+		"name": "string", "goodput": "number", "provider_429_per_100": "number", "attempts_per_call": "number",
+		"p50_ms": "number", "p99_ms": "number", "peak_slots": "number", "completed": "number", "total": "number",
+	}
+	for _, obj := range got {
+		for field, typ := range want {
+			require.Contains(t, obj, field)
+			switch typ {
+			case "string":
+				require.IsType(t, "", obj[field], field)
+			case "number":
+				require.IsType(t, 0.0, obj[field], field)
+			}
+		}
+	}
+	require.Equal(t, "no-governor", got[0]["name"])
+	require.Equal(t, 0.5, got[0]["goodput"])
+	require.Equal(t, 1.0, got[1]["goodput"])
+	require.EqualValues(t, 2, got[1]["completed"])
+}
+
+func TestPrintTableHasOneLinePerSetup(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, printTable(&buf, []Result{{Name: "a", BindingAxis: "requests"}, {Name: "b", BindingAxis: "input_tokens"}}))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 3)
+	require.Contains(t, lines[2], "input tok")
+}
+
+func TestVerdict(t *testing.T) {
+	ok := Result{Name: "tollgate-redis", Goodput: 0.97, Provider429Per100: 0.1, AttemptsPerCall: 1.01, Completed: 3, Total: 3}
+	require.NotContains(t, verdict(ok), "MISSED")
+	missed := ok
+	missed.Completed = 2
+	require.Contains(t, verdict(missed), "completed 2/3 MISSED")
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/activities"
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/testsuite/llmsim"
+	"github.com/tollgate/tollgate/workflows"
+)
+
+// limits is the provider's limit on the benchmark's model, per Period: the
+// minute compressed so a run takes seconds, not hours.
+type limits struct {
+	Period       time.Duration
+	Requests     int64
+	InputTokens  int64
+	OutputTokens int64
+}
+
+// simModel is the llmsim model one setup calls, with the limits.
+func (l limits) simModel(name string) llmsim.Model {
+	return llmsim.Model{
+		Provider:              llmsim.Anthropic,
+		Name:                  name,
+		RequestsPerMinute:     l.Requests,
+		InputTokensPerMinute:  l.InputTokens,
+		OutputTokensPerMinute: l.OutputTokens,
+		Period:                l.Period,
+	}
+}
+
+// policy is Tollgate's budget for the model: the provider's limits exactly,
+// no headroom, so goodput can reach the limit.
+func (l limits) policy() quota.Policy {
+	return quota.Policy{Limits: []quota.Limit{
+		quota.Per(quota.Requests, l.Requests, l.Period),
+		quota.Per(quota.InputTokens, l.InputTokens, l.Period),
+		quota.Per(quota.OutputTokens, l.OutputTokens, l.Period),
+	}}
+}
+
+// String states the limit and the compression, for the run's header.
+func (l limits) String() string {
+	return fmt.Sprintf("%d requests, %d input tokens, %d output tokens per %s (a per-minute limit refilled every %s: time compressed %.0f×)",
+		l.Requests, l.InputTokens, l.OutputTokens, l.Period, l.Period, time.Minute.Seconds()/l.Period.Seconds())
+}
+
+// promptTokens are the system prompt sizes drawn, uniformly, for each
+// workflow: a token-heavy mix in which the input-token axis binds before the
+// request axis does.
+var promptTokens = []int{100, 250, 500, 1000, 1600}
+
+// Shape of every agent: turns per workflow and the answer bound.
+const (
+	agentTurns      = 2
+	agentMaxOutputs = 64
+)
+
+// workload draws the agents a setup starts. Every setup gets the same
+// sequence for the same seed.
+type workload struct {
+	rng *rand.Rand
+	n   int
+}
+
+func newWorkload(seed uint64) *workload {
+	return &workload{rng: rand.New(rand.NewPCG(seed, seed^0x5eed))}
+}
+
+// next returns the next agent, aimed at model.
+func (w *workload) next(model string) workflows.AgentInput {
+	w.n++
+	tokens := promptTokens[w.rng.IntN(len(promptTokens))]
+	return workflows.AgentInput{
+		Provider:        activities.Anthropic,
+		Model:           model,
+		System:          systemPrompt(tokens),
+		Task:            fmt.Sprintf("Plan job %d: split it into steps and name the first.", w.n),
+		Turns:           agentTurns,
+		MaxOutputTokens: agentMaxOutputs,
+	}
+}
+
+// systemPrompt is about tokens tokens of instructions (four characters a
+// token, as providers estimate).
+func systemPrompt(tokens int) string {
+	const line = "You are a careful planner; answer briefly. "
+	s := strings.Repeat(line, tokens*4/len(line)+1)
+	return s[:tokens*4]
+}
