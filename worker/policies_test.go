@@ -96,3 +96,18 @@ func TestParsePoliciesRejectsEachBadField(t *testing.T) {
 		})
 	}
 }
+
+// deploy/policies.yaml, which docker-compose.yml mounts, is the simulator's
+// defaults: the compose fleet budgets what its shared llmsim allows.
+func TestDeployPoliciesAreTheDefaults(t *testing.T) {
+	b, err := LoadPolicies("../deploy/policies.yaml")
+	require.NoError(t, err)
+	def := DefaultBudgets()
+	require.Equal(t, def.Policies.Keys(), b.Policies.Keys())
+	require.Equal(t, def.Fallbacks, b.Fallbacks)
+	for _, k := range def.Policies.Keys() {
+		_, want, _ := def.Policies.Lookup(k)
+		_, got, _ := b.Policies.Lookup(k)
+		require.Equal(t, want, got, k.String())
+	}
+}

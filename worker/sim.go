@@ -1,6 +1,10 @@
 package worker
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
 	"time"
 
 	"github.com/tollgate/tollgate/testsuite/llmsim"
@@ -88,4 +92,24 @@ func DefaultBudgets() Budgets {
 		panic("worker: DefaultPoliciesYAML is invalid: " + err.Error()) // programmer error
 	}
 	return b
+}
+
+// ServeSim serves DefaultSimConfig on cfg.SimAddress until ctx is done: one
+// simulated provider that a fleet of workers shares (give them
+// OPENAI_BASE_URL=http://ADDR/v1/, ANTHROPIC_BASE_URL=http://ADDR and the
+// keys SimOpenAIKey and SimAnthropicKey), so that the providers' limits are
+// enforced once for the fleet, as the real ones are.
+func ServeSim(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	cfg = cfg.WithDefaults()
+	sim, err := llmsim.New(DefaultSimConfig())
+	if err != nil {
+		return fmt.Errorf("worker: simulator: %w", err)
+	}
+	l, err := net.Listen("tcp", cfg.SimAddress)
+	if err != nil {
+		return fmt.Errorf("worker: simulator: listen on %s: %w (set SIM_ADDRESS to a free address)", cfg.SimAddress, err)
+	}
+	logger.Info("simulator: serving the default profile (worker.DefaultSimConfig)", "address", l.Addr().String(),
+		"openai_base_url", "http://"+l.Addr().String()+"/v1/", "anthropic_base_url", "http://"+l.Addr().String())
+	return sim.Serve(ctx, l)
 }

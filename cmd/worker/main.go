@@ -3,6 +3,7 @@
 //	go run ./cmd/worker           # serve: poll the task queue until interrupted
 //	go run ./cmd/worker demo      # a one-minute workload on the embedded defaults
 //	go run ./cmd/worker status    # each policy key's bucket levels
+//	go run ./cmd/worker sim       # serve the simulated providers on SIM_ADDRESS
 //
 // Configuration comes from environment variables and flags of the same name
 // (TEMPORAL_ADDRESS or -temporal-address; flags win); run with -h for the
@@ -35,6 +36,8 @@ const usage = `usage: worker [serve|demo|status] [flags]
   serve   run the worker until interrupted (the default)
   demo    run a realistic workload on the embedded defaults and report
   status  print each policy key's bucket levels from the configured store
+  sim     serve the simulated providers (worker.DefaultSimConfig) on SIM_ADDRESS,
+          for a fleet of workers to share (see docker-compose.yml)
 
 Every flag can also be set by the environment variable of the same name in
 upper case with underscores (-temporal-address = TEMPORAL_ADDRESS); flags win.
@@ -47,7 +50,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
-	case "serve", "demo", "status":
+	case "serve", "demo", "status", "sim":
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -79,6 +82,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
+	}
+	if cmd == "sim" {
+		if err := worker.ServeSim(ctx, cfg, logger); err != nil {
+			logger.Error("simulator failed", "error", err)
+			return 1
+		}
+		return 0
 	}
 	if err := worker.Run(ctx, cfg, logger); err != nil {
 		logger.Error("worker failed", "error", err)
