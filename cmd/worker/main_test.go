@@ -127,3 +127,33 @@ func TestStatusOnTheMemoryStore(t *testing.T) {
 	require.Regexp(t, `openai/default/gpt-4o-mini\s+requests\s+57\s+57\.0\s+\[#+\]`, out)
 	require.Regexp(t, `anthropic/default/claude-3-5-haiku-latest\s+output_tokens\s+400000`, out)
 }
+
+// `worker sim` serves the default profile for a fleet to share.
+func TestSimServesTheDefaultProfile(t *testing.T) {
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{"sim", "-sim-address", addr}, func(string) string { return "" }, io.Discard, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		require.Equal(t, 0, <-exit)
+	}()
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":8}`
+	var status int
+	require.Eventually(t, func() bool {
+		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+worker.SimOpenAIKey)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		status = resp.StatusCode
+		return true
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, http.StatusOK, status)
+}
