@@ -192,7 +192,7 @@ func (a *activityInbound) wait(ctx context.Context, c *call, d quota.Decision) e
 		msg += " (" + d.Axis.String() + ")"
 	}
 	return temporal.NewApplicationErrorWithOptions(msg, tollgate.QuotaRefused, temporal.ApplicationErrorOptions{
-		NextRetryDelay: max(d.Wait, minNextRetryDelay),
+		NextRetryDelay: max(d.Wait+o.RetryMargin, minNextRetryDelay),
 		Category:       temporal.ApplicationErrorCategoryBenign,
 	})
 }

@@ -90,7 +90,7 @@ func TestQuotaRefusalIsTheServersRetryDelay(t *testing.T) {
 	require.Equal(t, int32(2), queued.attempt, "one call waits, once")
 	require.Equal(t, tollgate.QuotaRefused, queued.lastFailure)
 	require.Greater(t, queued.lastRetryDelay, time.Second)
-	require.LessOrEqual(t, queued.lastRetryDelay, 2*time.Second)
+	require.LessOrEqual(t, queued.lastRetryDelay, 2*time.Second+interceptor.DefaultRetryMargin)
 	require.InDelta(t, queued.lastRetryDelay, queued.started.Sub(queued.scheduled), float64(250*time.Millisecond),
 		"the retry started %s after scheduling; the refusal asked for %s", queued.started.Sub(queued.scheduled), queued.lastRetryDelay)
 	st := ic.Stats()

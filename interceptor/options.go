@@ -24,6 +24,7 @@ const (
 	DefaultBackoffCap        = 30 * time.Second
 	DefaultStoreRetry        = time.Second
 	DefaultSpendCapPause     = time.Hour
+	DefaultRetryMargin       = 25 * time.Millisecond
 	minNextRetryDelay        = 10 * time.Millisecond
 	defaultStoreCallDeadline = 5 * time.Second
 )
@@ -69,6 +70,13 @@ type Options struct {
 	// StoreRetry is the wait before retrying when the store cannot be
 	// reached. Default 1 s.
 	StoreRetry time.Duration
+	// RetryMargin is added to the wait of a call that must wait for its
+	// place in line to mature. The provider's own bucket starts counting
+	// when the first call reaches it, a few milliseconds after Tollgate's
+	// does, so a call released the instant its place matures could arrive
+	// a hair early and be refused. The margin shifts every release by the
+	// same amount, so it costs no throughput. Default 25 ms.
+	RetryMargin time.Duration
 	// SpendCapPause is how long a key is paused after a spend cap whose
 	// reset time the provider did not say. Default 1 h.
 	SpendCapPause time.Duration
@@ -101,6 +109,7 @@ func (o Options) withDefaults() (Options, error) {
 		{"BackoffCap", &o.BackoffCap, DefaultBackoffCap},
 		{"StoreRetry", &o.StoreRetry, DefaultStoreRetry},
 		{"SpendCapPause", &o.SpendCapPause, DefaultSpendCapPause},
+		{"RetryMargin", &o.RetryMargin, DefaultRetryMargin},
 	} {
 		if *f.v < 0 {
 			return o, fmt.Errorf("interceptor: Options.%s is %s: use a positive duration, or 0 for the default %s", f.name, *f.v, f.def)

@@ -17,9 +17,17 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/temporal"
 	"go.temporal.io/server/temporaltest"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
+
+// TimerPrecision is how late the embedded server may fire a timer, such as
+// an activity retry scheduled by NextRetryDelay (the server's
+// history.timerProcessorMaxTimeShift; a production server's default is 1 s,
+// so there a sub-second retry delay takes about a second).
+const TimerPrecision = 50 * time.Millisecond
 
 // Options configure Start. The zero value starts a server on a free loopback
 // port with the namespace "default".
@@ -64,7 +72,14 @@ func Start(opts Options) (s *Server, err error) {
 			s, err = nil, fmt.Errorf("devserver: start: %v", r)
 		}
 	}()
-	ts := temporaltest.NewServer()
+	ts := temporaltest.NewServer(temporaltest.WithBaseServerOptions(temporal.WithDynamicConfigClient(dynamicconfig.StaticClient{
+		// temporaltest's own setting, which this client replaces.
+		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): []dynamicconfig.ConstrainedValue{{Value: true}},
+		// Timers (activity retries among them) fire up to this late; the
+		// default of 1 s would round every sub-second NextRetryDelay up
+		// to about a second.
+		dynamicconfig.TimerProcessorMaxTimeShift.Key(): []dynamicconfig.ConstrainedValue{{Value: TimerPrecision}},
+	})))
 	s = &Server{ts: ts, namespace: opts.Namespace, address: ts.GetFrontendHostPort(), proxy: proxy}
 	if err := s.registerNamespace(); err != nil {
 		s.Stop()
