@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tollgate/tollgate"
-	"github.com/tollgate/tollgate/quota"
 )
 
 type workflowInbound struct {
@@ -40,7 +39,7 @@ func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		}
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
-	if !o.escalates(activityType, args) {
+	if !o.escalates(args) {
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
 	fut := o.Next.ExecuteActivity(ctx, activityType, args...)
@@ -63,19 +62,14 @@ func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	return result
 }
 
-// escalates reports whether a call may escalate: a governed call whose input
-// can be sent to another model.
-func (o *workflowOutbound) escalates(activityType string, args []any) bool {
+// escalates reports whether a call may escalate: one whose input can be
+// sent to another model. Whether it does is read from its failure in
+// history, never from configuration, so replays decide the same way.
+func (o *workflowOutbound) escalates(args []any) bool {
 	if len(args) == 0 {
 		return false
 	}
-	if _, ok := args[0].(tollgate.Retargetable); !ok {
-		return false
-	}
-	if _, ok := args[0].(quota.Governed); ok {
-		return true
-	}
-	_, ok := o.root.opts.Activities[activityType]
+	_, ok := args[0].(tollgate.Retargetable)
 	return ok
 }
 
