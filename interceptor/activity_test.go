@@ -331,3 +331,40 @@ func TestUngovernedActivitiesPassThrough(t *testing.T) {
 	require.Equal(t, "echo hi", out)
 	require.Equal(t, interceptor.Stats{}, u.ic.Stats())
 }
+
+func TestWaitPastTheDeadlineEscalatesOrFails(t *testing.T) {
+	hourly := quota.Policy{Limits: []quota.Limit{quota.Per(quota.Requests, 1, time.Hour)}}
+	policies := map[quota.Key]quota.Policy{openaiKey("gpt-u"): hourly, openaiKey("gpt-backup"): generous()}
+	for _, tc := range []struct {
+		name      string
+		fallbacks map[string][]string
+		wantType  string
+	}{
+		{"with a backup", map[string][]string{"openai/gpt-u": {"openai/gpt-backup"}}, tollgate.RateLimitEscalation},
+		{"without a backup", nil, tollgate.QuotaWaitExceedsDeadline},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newUnit(t, policies, interceptor.Options{Fallbacks: tc.fallbacks})
+			_, err := u.complete(request("gpt-u"))
+			require.NoError(t, err)
+
+			// The next place matures in an hour, past the test
+			// environment's 10-minute ScheduleToClose.
+			_, err = u.complete(request("gpt-u"))
+			appErr := appError(t, err)
+			require.Equal(t, tc.wantType, appErr.Type())
+			require.True(t, appErr.NonRetryable())
+			if esc, ok := tollgate.Escalation(err); ok {
+				require.Equal(t, "deadline", esc.Reason)
+				require.Equal(t, []string{"openai/gpt-backup"}, esc.Backups)
+			} else {
+				require.ErrorContains(t, err, "requests")
+				require.ErrorContains(t, err, "ScheduleToClose")
+			}
+			// The place in line was given back.
+			snap, err := u.store.Snapshot(context.Background(), openaiKey("gpt-u"))
+			require.NoError(t, err)
+			require.InDelta(t, 0, snap.Axes[0].Available, 1e-9)
+		})
+	}
+}

@@ -1,11 +1,22 @@
 package interceptor_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/interceptor"
@@ -160,4 +171,65 @@ func TestSpendCapFailsAfterOneCall(t *testing.T) {
 	}
 	require.EqualValues(t, 1, e.sim.Stats("gpt-capped").Received, "the key is closed after the first answer")
 	require.EqualValues(t, 1, ic.Stats().SpendCapped)
+}
+
+// progressActivity is a user's own LLM activity that keeps progress in its
+// heartbeat details: its first attempt records "page-3" and is rate limited;
+// the second must still read "page-3".
+type progressActivity struct{ attempts atomic.Int32 }
+
+func (p *progressActivity) Read(ctx context.Context, doc string) (string, error) {
+	if p.attempts.Add(1) == 1 {
+		activity.RecordHeartbeat(ctx, "page-3")
+		return "", errors.New("provider said 429 Too Many Requests: rate limit reached")
+	}
+	if !activity.HasHeartbeatDetails(ctx) {
+		return "", temporal.NewNonRetryableApplicationError("no heartbeat details", "test", nil)
+	}
+	var page string
+	if err := activity.GetHeartbeatDetails(ctx, &page); err != nil {
+		return "", temporal.NewNonRetryableApplicationError(err.Error(), "test", nil)
+	}
+	return "resumed from " + page, nil
+}
+
+func readWorkflow(ctx workflow.Context, doc string) (string, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflows.LLMActivityOptions())
+	var out string
+	err := workflow.ExecuteActivity(ctx, "Read", doc).Get(ctx, &out)
+	return out, err
+}
+
+// A user activity governed by name keeps its own heartbeat details across
+// a rate-limited attempt: Tollgate's budget rides beside them.
+func TestOwnHeartbeatDetailsSurviveTheBudget(t *testing.T) {
+	e := newEnv(t, llmsim.Config{Models: simModels("unused")})
+	key := quota.Key{Provider: "openai", Model: "gpt-reader"}
+	ic, err := interceptor.New(interceptor.Options{
+		Store:             memoryStore(t, map[quota.Key]quota.Policy{key: generous()}),
+		DefaultRetryAfter: 200 * time.Millisecond,
+		Activities: map[string]interceptor.ChargeFunc{
+			"Read": func(args []any) (quota.Charge, error) {
+				return quota.Charge{Key: key, Cost: quota.Cost{Requests: 1, Tokens: int64(len(args[0].(string)))}}, nil
+			},
+		},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	require.NoError(t, err)
+	w := worker.New(e.client, e.taskQueue, worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{ic}})
+	p := &progressActivity{}
+	w.RegisterActivityWithOptions(p.Read, activity.RegisterOptions{Name: "Read"})
+	w.RegisterWorkflow(readWorkflow)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	run, err := e.client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "reader", TaskQueue: e.taskQueue}, readWorkflow, "a long document")
+	require.NoError(t, err)
+	var out string
+	require.NoError(t, run.Get(context.Background(), &out))
+	require.Equal(t, "resumed from page-3", out)
+	require.EqualValues(t, 2, p.attempts.Load())
+	st := ic.Stats()
+	require.EqualValues(t, 1, st.ProviderRateLimited)
+	require.EqualValues(t, 2, st.Admitted)
 }
