@@ -101,6 +101,8 @@ func (a *Activities) completeOpenAI(ctx context.Context, req Request) (Response,
 		Provider:     OpenAI,
 		Model:        c.Model,
 		RequestID:    header(raw, "x-request-id"),
+		// OpenAI's tokens-per-minute limit keeps the up-front estimate.
+		RateLimitTokens: EstimateOpenAI(req.Characters(), req.MaxOutputTokens).Tokens,
 	}, nil
 }
 

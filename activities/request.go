@@ -174,15 +174,26 @@ type Response struct {
 	// RequestID is the provider's request id (OpenAI x-request-id,
 	// Anthropic request-id), for support tickets.
 	RequestID string `json:"request_id,omitempty"`
+	// RateLimitTokens, when positive, is what the provider counted against
+	// its tokens-per-minute limit, where that is not the usage: OpenAI
+	// counts its up-front estimate, max(max_tokens, ceil(characters/4)),
+	// and does not correct it afterwards.
+	RateLimitTokens int64 `json:"rate_limit_tokens,omitempty"`
 }
 
 var _ quota.Metered = Response{}
 
-// QuotaUsage implements quota.Metered: one request and the tokens used.
+// QuotaUsage implements quota.Metered: one request and the tokens the
+// provider counted, which is the usage unless RateLimitTokens says
+// otherwise.
 func (r Response) QuotaUsage() quota.Cost {
+	tokens := r.Usage.InputTokens + r.Usage.OutputTokens
+	if r.RateLimitTokens > 0 {
+		tokens = r.RateLimitTokens
+	}
 	return quota.Cost{
 		Requests:     1,
-		Tokens:       r.Usage.InputTokens + r.Usage.OutputTokens,
+		Tokens:       tokens,
 		InputTokens:  r.Usage.InputTokens,
 		OutputTokens: r.Usage.OutputTokens,
 	}

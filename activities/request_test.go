@@ -119,6 +119,10 @@ func TestValidateNamesTheField(t *testing.T) {
 func TestQuotaUsage(t *testing.T) {
 	r := Response{Usage: Usage{InputTokens: 30, OutputTokens: 12}}
 	require.Equal(t, quota.Cost{Requests: 1, Tokens: 42, InputTokens: 30, OutputTokens: 12}, r.QuotaUsage())
+
+	// OpenAI's tokens-per-minute limit keeps its up-front estimate.
+	r.RateLimitTokens = 100
+	require.Equal(t, quota.Cost{Requests: 1, Tokens: 100, InputTokens: 30, OutputTokens: 12}, r.QuotaUsage())
 }
 
 func TestWithModel(t *testing.T) {

@@ -124,15 +124,21 @@ func budgetDetail(rateLimited, transient int) map[string]any {
 
 func TestGrantedCallSettlesActualUsage(t *testing.T) {
 	key := openaiKey("gpt-u")
-	u := newUnit(t, map[quota.Key]quota.Policy{key: {Limits: []quota.Limit{quota.PerMinute(quota.Tokens, 10_000)}}}, interceptor.Options{})
+	u := newUnit(t, map[quota.Key]quota.Policy{key: {Limits: []quota.Limit{
+		quota.PerMinute(quota.Tokens, 10_000), quota.PerMinute(quota.OutputTokens, 10_000),
+	}}}, interceptor.Options{})
 	resp, err := u.complete(request("gpt-u"))
 	require.NoError(t, err)
 	require.Equal(t, "gpt-u", resp.Model)
+	require.Positive(t, resp.Usage.OutputTokens)
 
 	snap, err := u.store.Snapshot(context.Background(), key)
 	require.NoError(t, err)
-	used := resp.Usage.InputTokens + resp.Usage.OutputTokens
-	require.InDelta(t, float64(10_000-used), snap.Axes[0].Available, 1e-6, "the estimate (100) is replaced by the actual usage (%d)", used)
+	// OpenAI's tokens-per-minute keeps the up-front estimate, max(100
+	// max tokens, prompt/4); the output axis, estimated at 0, is charged
+	// what the answer used.
+	require.InDelta(t, float64(10_000-100), snap.Axes[0].Available, 1e-6)
+	require.InDelta(t, float64(10_000-resp.Usage.OutputTokens), snap.Axes[1].Available, 1e-6)
 	require.EqualValues(t, 1, u.ic.Stats().Admitted)
 }
 
