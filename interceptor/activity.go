@@ -133,7 +133,7 @@ func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteA
 	rec := &classify.Recorder{}
 	res, callErr := a.Next.ExecuteActivity(classify.NewContext(ctx, rec), in)
 	now := o.Clock.Now()
-	v := o.Classifier.Error(callErr, now)
+	v := a.verdict(callErr, now)
 	a.settle(ctx, c, rec, res, callErr, v, now)
 	if callErr == nil {
 		return res, nil
@@ -245,10 +245,6 @@ func (a *activityInbound) settle(ctx context.Context, c *call, rec *classify.Rec
 func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, v classify.Verdict, now time.Time) error {
 	o := &a.root.opts
 	a.root.ins.provider.Add(ctx, 1, metricAttrs(c.r.Key, v.Class.String()))
-	var appErr *temporal.ApplicationError
-	if errors.As(callErr, &appErr) && v.Class == classify.Unknown {
-		return callErr // the activity's own decision stands
-	}
 	switch v.Class {
 	case classify.RateLimited, classify.Overloaded:
 		a.root.counters.rateLimited.Add(1)
@@ -403,4 +399,21 @@ func (a *activityInbound) closed(ctx context.Context, c *call, class string, unt
 	return temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("tollgate: %s is closed (%s) until %s", c.r.Key, class, until.UTC().Format(time.RFC3339)),
 		errType, cause)
+}
+
+// verdict classifies what the activity returned. An application error the
+// activity made itself stands as it is (Unknown) unless it wraps a provider
+// answer or transport failure Tollgate can read: its text alone ("rate
+// limited …") is not a provider's answer.
+func (a *activityInbound) verdict(callErr error, now time.Time) classify.Verdict {
+	c := a.root.opts.Classifier
+	var appErr *temporal.ApplicationError
+	if errors.As(callErr, &appErr) {
+		cause := appErr.Unwrap()
+		if cause == nil {
+			return classify.Verdict{Class: classify.Unknown}
+		}
+		return c.Error(cause, now)
+	}
+	return c.Error(callErr, now)
 }
