@@ -31,7 +31,9 @@ import goredis "github.com/redis/go-redis/v9"
 // collects garbage: x decides.
 //
 // Lua numbers are doubles and Redis truncates them to integers on return, so
-// every fractional value travels as a string formatted with %.17g.
+// every fractional value travels as a string formatted with %.17g. Numbers
+// passed to redis.call as they are reach Redis exact too (Redis formats them
+// itself, cheaper than string.format), and now is formatted once.
 var script = goredis.NewScript(`
 local S, L, T = KEYS[1], KEYS[2], KEYS[3]
 local op = ARGV[1]
@@ -55,6 +57,7 @@ local EPSILON = 1e-9 -- units: float noise, not a deficit
 local TICKET_GRACE = 3600 * 1000 -- ms past a ticket's own expiry
 
 local function fmt(x) return string.format('%.17g', x) end
+local nowS = fmt(now)
 
 local st = {}
 do
@@ -117,13 +120,13 @@ local function adjust(delta)
     if a.kind == BUCKET and c then
       local l = level(a) - c
       if c < 0 and l > a.cap then l = a.cap end
-      hs[#hs + 1] = 'l' .. a.id; hs[#hs + 1] = fmt(l)
-      hs[#hs + 1] = 't' .. a.id; hs[#hs + 1] = fmt(now)
+      hs[#hs + 1] = 'l' .. a.id; hs[#hs + 1] = l
+      hs[#hs + 1] = 't' .. a.id; hs[#hs + 1] = nowS
     elseif a.kind == DAILY and c then
       local u = used(a) + c
       if u < 0 then u = 0 end
-      hs[#hs + 1] = 'w' .. a.id; hs[#hs + 1] = fmt(a.ws)
-      hs[#hs + 1] = 'd' .. a.id; hs[#hs + 1] = fmt(u)
+      hs[#hs + 1] = 'w' .. a.id; hs[#hs + 1] = a.ws
+      hs[#hs + 1] = 'd' .. a.id; hs[#hs + 1] = u
     end
   end
   if #hs > 0 then redis.call('HSET', S, unpack(hs)) end
@@ -141,16 +144,21 @@ local function ticket()
   return t
 end
 
-local function saveTicket(t, expiry)
-  redis.call('SET', T, table.concat({t.s, fmt(t.m), fmt(expiry), t.a, t.c1, t.c2, t.c3, t.c4}, ' '),
+-- saveTicket writes t, whose m is a formatted string, to expire at expiry
+-- (formatted as x, if given).
+local function saveTicket(t, expiry, x)
+  redis.call('SET', T, t.s .. ' ' .. t.m .. ' ' .. (x or fmt(expiry)) .. ' ' .. t.a .. ' ' ..
+    t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4,
     'PX', math.ceil((expiry - now) / 1000) + TICKET_GRACE)
 end
 
 -- reply: {outcome, wait µs, reason, axis, pause reason, lease expiry µs, now µs}
 -- outcome 1 granted, 2 queued, 3 refused; reason as quota.Reason (1 capacity,
 -- 2 daily limit, 3 concurrency full, 4 paused).
+-- lease is the expiry already formatted.
 local function reply(outcome, wait, reason, axis, preason, lease)
-  return {outcome, fmt(wait), reason, tonumber(axis) or 0, preason or '', lease and fmt(lease) or '', fmt(now)}
+  if wait == 0 then wait = '0' else wait = fmt(wait) end
+  return {outcome, wait, reason, tonumber(axis) or 0, preason or '', lease or '', nowS}
 end
 
 -- lease grants a matured ticket, taking a concurrency slot if the key has a
@@ -166,22 +174,23 @@ local function lease(t, ticketID, fresh)
   end
   local held = redis.call('ZSCORE', L, ticketID)
   if held and tonumber(held) > now then
-    return reply(1, 0, 0, 0, nil, tonumber(held))
+    return reply(1, 0, 0, 0, nil, fmt(tonumber(held)))
   end
-  redis.call('ZREMRANGEBYSCORE', L, '-inf', fmt(now))
+  redis.call('ZREMRANGEBYSCORE', L, '-inf', nowS)
   if redis.call('ZCARD', L) < conc.cap then
     local exp = now + leaseTTL
-    redis.call('ZADD', L, fmt(exp), ticketID)
+    local x = fmt(exp)
+    redis.call('ZADD', L, x, ticketID)
     t.s = 'g'
-    saveTicket(t, exp)
-    return reply(1, 0, 0, 0, nil, exp)
+    saveTicket(t, exp, x)
+    return reply(1, 0, 0, 0, nil, x)
   end
   local first = redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')
   local wait = tonumber(first[2]) - now
   if wait > LEASE_RETRY then wait = LEASE_RETRY end
   if wait < MIN_WAIT then wait = MIN_WAIT end
   if fresh or t.s ~= 'q' then
-    t.s, t.m = 'q', now
+    t.s, t.m = 'q', nowS
     saveTicket(t, now + leaseTTL)
   end
   return reply(2, wait, 3, 7)
@@ -243,7 +252,7 @@ if op == 'reserve' then
   if wait > maxWait then return reply(3, wait, 1, waxis) end
 
   adjust(cost)
-  t = {s = 'q', m = now + wait, a = tostring(waxis), c1 = cost[1], c2 = cost[2], c3 = cost[3], c4 = cost[4]}
+  t = {s = 'q', m = wait == 0 and nowS or fmt(now + wait), a = tostring(waxis), c1 = cost[1], c2 = cost[2], c3 = cost[3], c4 = cost[4]}
   if wait > 0 then
     saveTicket(t, now + wait + leaseTTL)
     return reply(2, wait, 1, waxis)
@@ -297,7 +306,7 @@ elseif op == 'observe' then
             if l > adopt then l = adopt end
           end
           if rem >= 0 and rem < l then l = rem end
-          st['l' .. id], st['t' .. id] = fmt(l), fmt(now)
+          st['l' .. id], st['t' .. id] = fmt(l), nowS
           hs[#hs + 1] = 'l' .. id; hs[#hs + 1] = st['l' .. id]
           hs[#hs + 1] = 't' .. id; hs[#hs + 1] = st['t' .. id]
         elseif a.kind == DAILY then
@@ -320,7 +329,7 @@ elseif op == 'observe' then
 elseif op == 'snapshot' then
   -- Reply: {now, paused until or '', pause reason, then per limit: axis,
   -- capacity, available, reset µs or ''}.
-  local out = {fmt(now), '', ''}
+  local out = {nowS, '', ''}
   if paused then out[2], out[3] = fmt(pausedUntil), st['pr'] or '' end
   for _, a in ipairs(axes) do
     local avail, reset = 0, ''
@@ -329,7 +338,7 @@ elseif op == 'snapshot' then
     elseif a.kind == DAILY then
       avail, reset = a.cap - used(a), fmt(a.we)
     else
-      avail = a.cap - redis.call('ZCOUNT', L, '(' .. fmt(now), '+inf')
+      avail = a.cap - redis.call('ZCOUNT', L, '(' .. nowS, '+inf')
     end
     out[#out + 1] = a.id
     out[#out + 1] = fmt(a.cap)
