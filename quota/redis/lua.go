@@ -37,6 +37,21 @@ import goredis "github.com/redis/go-redis/v9"
 var script = goredis.NewScript(`
 local S, L, T = KEYS[1], KEYS[2], KEYS[3]
 local op = ARGV[1]
+local BUCKET, DAILY, LEASES = '1', '2', '3'
+local LEASE_RETRY = 1000000 -- quota.DefaultLeaseRetry
+local MIN_WAIT = 1000
+local EPSILON = 1e-9 -- units: float noise, not a deficit
+local TICKET_GRACE = 3600 * 1000 -- ms past a ticket's own expiry
+local EXACT = 9007199254740992 -- 2^53: doubles below it are exact integers
+
+-- fmt writes x as %.17g does; integers, the common case, take the cheaper
+-- %d (the same digits below 2^53; -0 keeps %.17g's sign).
+local function fmt(x)
+  if x % 1 == 0 and x < EXACT and x > -EXACT and (x ~= 0 or 1 / x > 0) then
+    return string.format('%d', x)
+  end
+  return string.format('%.17g', x)
+end
 
 local now
 if ARGV[2] == '' then
@@ -45,18 +60,6 @@ if ARGV[2] == '' then
 else
   now = tonumber(ARGV[2])
 end
-
-local maxWait = tonumber(ARGV[3])
-local leaseTTL = tonumber(ARGV[4])
-local prioRes = tonumber(ARGV[5])
-local n = tonumber(ARGV[6])
-local BUCKET, DAILY, LEASES = 1, 2, 3
-local LEASE_RETRY = 1000000 -- quota.DefaultLeaseRetry
-local MIN_WAIT = 1000
-local EPSILON = 1e-9 -- units: float noise, not a deficit
-local TICKET_GRACE = 3600 * 1000 -- ms past a ticket's own expiry
-
-local function fmt(x) return string.format('%.17g', x) end
 local nowS = fmt(now)
 
 local st = {}
@@ -65,33 +68,45 @@ do
   for j = 1, #raw, 2 do st[raw[j]] = raw[j + 1] end
 end
 
+-- costOn maps an axis id to the index of the cost part it charges.
+local costOn = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 1, ['6'] = 2}
+
+-- Each axis: id and kind as passed, cap (the adopted one if any), period µs
+-- (buckets only), ci its cost part (none for concurrency).
+local n = tonumber(ARGV[6])
 local axes = {}
-local conc
+local conc, daily
 local i = 7
 for k = 1, n do
-  local a = {id = ARGV[i], kind = tonumber(ARGV[i + 1]), cap = tonumber(ARGV[i + 2]), period = tonumber(ARGV[i + 3])}
-  local adopted = st['c' .. a.id]
-  if adopted then a.cap = tonumber(adopted) end
-  if a.kind == LEASES then conc = a end
+  local id, kind = ARGV[i], ARGV[i + 1]
+  local a = {id = id, kind = kind, cap = tonumber(st['c' .. id] or ARGV[i + 2]), ci = costOn[id]}
+  if kind == BUCKET then
+    a.period = tonumber(ARGV[i + 3])
+  elseif kind == LEASES then
+    conc = a
+  else
+    daily = true
+  end
   axes[k] = a
   i = i + 4
 end
-for k = 1, n do
-  local a = axes[k]
-  if a.kind == DAILY then
-    for j = 0, 4 do
-      local from, to = tonumber(ARGV[i + j]), tonumber(ARGV[i + j + 1])
-      if from <= now and now < to then a.ws, a.we = from, to end
+if daily then
+  for k = 1, n do
+    local a = axes[k]
+    if a.kind == DAILY then
+      local from = tonumber(ARGV[i])
+      for j = 1, 5 do
+        local to = tonumber(ARGV[i + j])
+        if from <= now and now < to then a.ws, a.we = from, to end
+        from = to
+      end
+      if not a.ws then
+        return redis.error_reply('ERR tollgate: clock ' .. now .. ' is outside the daily windows passed for axis ' .. a.id .. '; the caller clock and Redis TIME disagree by days')
+      end
+      i = i + 6
     end
-    if not a.ws then
-      return redis.error_reply('ERR tollgate: clock ' .. now .. ' is outside the daily windows passed for axis ' .. a.id .. '; the caller clock and Redis TIME disagree by days')
-    end
-    i = i + 6
   end
 end
-
--- costOn maps an axis id to the index of the cost part it charges.
-local costOn = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 1, ['6'] = 2}
 
 local function level(a)
   local l = st['l' .. a.id]
@@ -108,28 +123,31 @@ local function used(a)
   return 0
 end
 
-local pausedUntil = tonumber(st['pu'] or '0')
+local pausedUntil = st['pu']
+pausedUntil = pausedUntil and tonumber(pausedUntil) or 0
 local paused = pausedUntil > now
 
--- adjust charges delta[1..4] (negative: refunds) against every axis.
+-- adjust charges delta[1..4] (negative: refunds) against every axis; a
+-- bucket's level is a.lv when the caller has just read it.
 -- Refunds never lift a bucket above its capacity nor a window below zero.
 local function adjust(delta)
-  local hs = {}
-  for _, a in ipairs(axes) do
-    local c = delta[costOn[a.id] or 0]
+  local hs, h = {}, 0
+  for k = 1, n do
+    local a = axes[k]
+    local c = a.ci and delta[a.ci]
     if a.kind == BUCKET and c then
-      local l = level(a) - c
+      local l = (a.lv or level(a)) - c
       if c < 0 and l > a.cap then l = a.cap end
-      hs[#hs + 1] = 'l' .. a.id; hs[#hs + 1] = l
-      hs[#hs + 1] = 't' .. a.id; hs[#hs + 1] = nowS
+      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = 'l' .. a.id, fmt(l), 't' .. a.id, nowS
+      h = h + 4
     elseif a.kind == DAILY and c then
       local u = used(a) + c
       if u < 0 then u = 0 end
-      hs[#hs + 1] = 'w' .. a.id; hs[#hs + 1] = a.ws
-      hs[#hs + 1] = 'd' .. a.id; hs[#hs + 1] = u
+      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = 'w' .. a.id, fmt(a.ws), 'd' .. a.id, fmt(u)
+      h = h + 4
     end
   end
-  if #hs > 0 then redis.call('HSET', S, unpack(hs)) end
+  if h > 0 then redis.call('HSET', S, unpack(hs)) end
 end
 
 local function ticket()
@@ -144,27 +162,26 @@ local function ticket()
   return t
 end
 
--- saveTicket writes t, whose m is a formatted string, to expire at expiry
+-- saveTicket writes t, whose fields are strings, to expire at expiry
 -- (formatted as x, if given).
 local function saveTicket(t, expiry, x)
   redis.call('SET', T, t.s .. ' ' .. t.m .. ' ' .. (x or fmt(expiry)) .. ' ' .. t.a .. ' ' ..
     t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4,
-    'PX', math.ceil((expiry - now) / 1000) + TICKET_GRACE)
+    'PX', fmt(math.ceil((expiry - now) / 1000) + TICKET_GRACE))
 end
 
 -- reply: {outcome, wait µs, reason, axis, pause reason, lease expiry µs, now µs}
 -- outcome 1 granted, 2 queued, 3 refused; reason as quota.Reason (1 capacity,
--- 2 daily limit, 3 concurrency full, 4 paused).
--- lease is the expiry already formatted.
+-- 2 daily limit, 3 concurrency full, 4 paused). lease is the expiry already
+-- formatted.
 local function reply(outcome, wait, reason, axis, preason, lease)
-  if wait == 0 then wait = '0' else wait = fmt(wait) end
-  return {outcome, wait, reason, tonumber(axis) or 0, preason or '', lease or '', nowS}
+  return {outcome, fmt(wait), reason, tonumber(axis) or 0, preason or '', lease or '', nowS}
 end
 
 -- lease grants a matured ticket, taking a concurrency slot if the key has a
 -- concurrency limit (step 4f), or queues it while every slot is taken. fresh
 -- says the ticket was charged by this call and has no record yet.
-local function lease(t, ticketID, fresh)
+local function lease(t, ticketID, fresh, leaseTTL)
   if not conc then
     if t.s ~= 'g' then
       t.s = 'g'
@@ -197,14 +214,23 @@ local function lease(t, ticketID, fresh)
 end
 
 if op == 'reserve' then
-  -- ARGV: ticket, low (1/0), cost requests, tokens, input, output
+  -- ARGV: ticket, low (1/0), cost requests, tokens, input, output. The
+  -- ticket keeps the cost as passed.
   local ticketID = ARGV[i]
   local low = ARGV[i + 1] == '1'
-  local cost = {tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])}
+  local prioRes = low and tonumber(ARGV[5])
+  local leaseTTL = tonumber(ARGV[4])
+  local cost = {}
 
-  for _, a in ipairs(axes) do
-    local c = cost[costOn[a.id] or 0]
-    if c then
+  for k = 1, n do
+    local a = axes[k]
+    local ci = a.ci
+    if ci then
+      local c = cost[ci]
+      if not c then
+        c = tonumber(ARGV[i + 1 + ci])
+        cost[ci] = c
+      end
       local limit = a.cap
       if low then limit = a.cap - a.cap * prioRes end
       if c > limit then return {0, tonumber(a.id), c, a.cap} end
@@ -223,41 +249,47 @@ if op == 'reserve' then
       end
       if paused then return reply(2, pausedUntil - now, 4, 0, st['pr']) end
     end
-    return lease(t, ticketID, false)
+    return lease(t, ticketID, false, leaseTTL)
   end
 
   if paused then return reply(3, pausedUntil - now, 4, 0, st['pr']) end
 
-  for _, a in ipairs(axes) do
-    if a.kind == DAILY then
-      local limit = a.cap
-      if low then limit = a.cap - a.cap * prioRes end
-      if used(a) + cost[costOn[a.id]] > limit then
-        return reply(3, a.we - now, 2, a.id)
+  if daily then
+    for k = 1, n do
+      local a = axes[k]
+      if a.kind == DAILY then
+        local limit = a.cap
+        if low then limit = a.cap - a.cap * prioRes end
+        if used(a) + cost[a.ci] > limit then
+          return reply(3, a.we - now, 2, a.id)
+        end
       end
     end
   end
 
-  local wait, waxis = 0, 0
-  for _, a in ipairs(axes) do
+  local wait, waxis = 0, '0'
+  for k = 1, n do
+    local a = axes[k]
     if a.kind == BUCKET then
-      local need = cost[costOn[a.id]]
+      local need = cost[a.ci]
       if low then need = need + a.cap * prioRes end
-      local deficit = need - level(a)
+      a.lv = level(a)
+      local deficit = need - a.lv
       local w = 0
       if deficit > EPSILON then w = deficit * a.period / a.cap end
       if w > wait then wait, waxis = w, a.id end
     end
   end
-  if wait > maxWait then return reply(3, wait, 1, waxis) end
+  if wait > 0 and wait > tonumber(ARGV[3]) then return reply(3, wait, 1, waxis) end
 
   adjust(cost)
-  t = {s = 'q', m = wait == 0 and nowS or fmt(now + wait), a = tostring(waxis), c1 = cost[1], c2 = cost[2], c3 = cost[3], c4 = cost[4]}
+  t = {s = 'q', m = wait == 0 and nowS or fmt(now + wait), a = waxis,
+    c1 = ARGV[i + 2], c2 = ARGV[i + 3], c3 = ARGV[i + 4], c4 = ARGV[i + 5]}
   if wait > 0 then
     saveTicket(t, now + wait + leaseTTL)
     return reply(2, wait, 1, waxis)
   end
-  return lease(t, ticketID, true)
+  return lease(t, ticketID, true, leaseTTL)
 
 elseif op == 'settle' then
   -- ARGV: actual requests, tokens, input, output. Reply 1, or 0 if unknown.
@@ -296,7 +328,8 @@ elseif op == 'observe' then
   local hs = {}
   for k = 0, m - 1 do
     local id, adopt, rem = ARGV[i + 1 + 3 * k], tonumber(ARGV[i + 2 + 3 * k]), tonumber(ARGV[i + 3 + 3 * k])
-    for _, a in ipairs(axes) do
+    for q = 1, n do
+      local a = axes[q]
       if a.id == id then
         if a.kind == BUCKET then
           local l = level(a)
@@ -331,7 +364,8 @@ elseif op == 'snapshot' then
   -- capacity, available, reset µs or ''}.
   local out = {nowS, '', ''}
   if paused then out[2], out[3] = fmt(pausedUntil), st['pr'] or '' end
-  for _, a in ipairs(axes) do
+  for k = 1, n do
+    local a = axes[k]
     local avail, reset = 0, ''
     if a.kind == BUCKET then
       avail = level(a)
