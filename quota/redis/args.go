@@ -77,8 +77,9 @@ func newKeyState(prefix string, k quota.Key, p quota.Policy) *keyState {
 }
 
 // args returns the script's ARGV for op at the caller's clock reading now,
-// with room for extra op arguments.
-func (ks *keyState) args(op, now string, local time.Time, extra int) []any {
+// with room for extra op arguments. op is an interface so that the constant
+// each caller passes is boxed without allocating.
+func (ks *keyState) args(op any, now string, local time.Time, extra int) []any {
 	daily := ks.dailyArgs(local)
 	args := make([]any, 0, 2+len(ks.static)+len(daily)+extra)
 	args = append(args, op, now)

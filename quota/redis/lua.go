@@ -53,6 +53,13 @@ local function fmt(x)
   return string.format('%.17g', x)
 end
 
+-- num returns x as is when Redis can return it exactly as an integer (one
+-- below 2^53), and formatted otherwise.
+local function num(x)
+  if x % 1 == 0 and x < EXACT and x > -EXACT then return x end
+  return fmt(x)
+end
+
 local now
 if ARGV[2] == '' then
   local tm = redis.call('TIME')
@@ -170,12 +177,12 @@ local function saveTicket(t, expiry, x)
     'PX', fmt(math.ceil((expiry - now) / 1000) + TICKET_GRACE))
 end
 
--- reply: {outcome, wait µs, reason, axis, pause reason, lease expiry µs, now µs}
--- outcome 1 granted, 2 queued, 3 refused; reason as quota.Reason (1 capacity,
--- 2 daily limit, 3 concurrency full, 4 paused). lease is the expiry already
--- formatted.
+-- reply: {outcome, wait µs, reason, axis, pause reason, lease expiry µs or
+-- '', now µs}, the times as num gives them; outcome 1 granted, 2 queued, 3
+-- refused; reason as quota.Reason (1 capacity, 2 daily limit, 3 concurrency
+-- full, 4 paused).
 local function reply(outcome, wait, reason, axis, preason, lease)
-  return {outcome, fmt(wait), reason, tonumber(axis) or 0, preason or '', lease or '', nowS}
+  return {outcome, num(wait), reason, tonumber(axis) or 0, preason or '', lease and num(lease) or '', num(now)}
 end
 
 -- lease grants a matured ticket, taking a concurrency slot if the key has a
@@ -191,7 +198,7 @@ local function lease(t, ticketID, fresh, leaseTTL)
   end
   local held = redis.call('ZSCORE', L, ticketID)
   if held and tonumber(held) > now then
-    return reply(1, 0, 0, 0, nil, fmt(tonumber(held)))
+    return reply(1, 0, 0, 0, nil, tonumber(held))
   end
   redis.call('ZREMRANGEBYSCORE', L, '-inf', nowS)
   if redis.call('ZCARD', L) < conc.cap then
@@ -200,7 +207,7 @@ local function lease(t, ticketID, fresh, leaseTTL)
     redis.call('ZADD', L, x, ticketID)
     t.s = 'g'
     saveTicket(t, exp, x)
-    return reply(1, 0, 0, 0, nil, x)
+    return reply(1, 0, 0, 0, nil, exp)
   end
   local first = redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')
   local wait = tonumber(first[2]) - now

@@ -87,7 +87,7 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 		return quota.Decision{}, err
 	}
 	nowArg, local := s.now()
-	low := "0"
+	var low any = "0" // constants box without allocating
 	if r.Priority == quota.Low {
 		low = "1"
 	}
@@ -118,7 +118,7 @@ func (s *Store) decision(ks *keyState, res []any, local time.Time) (quota.Decisi
 		Axis:        quota.Axis(toInt(res, 3)),
 		PauseReason: toString(res, 4),
 	}
-	if lease := toString(res, 5); lease != "" {
+	if res[5] != "" {
 		d.Lease = true
 		d.LeaseExpiry = at(toFloat(res, 5))
 	}
