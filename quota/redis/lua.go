@@ -86,12 +86,12 @@ local conc, daily
 local i = 7
 for k = 1, n do
   local id, kind = ARGV[i], ARGV[i + 1]
-  local a = {id = id, kind = kind, cap = tonumber(st['c' .. id] or ARGV[i + 2]), ci = costOn[id]}
-  if kind == BUCKET then
-    a.period = tonumber(ARGV[i + 3])
-  elseif kind == LEASES then
+  -- Every field is named here so the table is sized once (lv: see adjust).
+  local a = {id = id, kind = kind, cap = tonumber(st['c' .. id] or ARGV[i + 2]), ci = costOn[id],
+    period = kind == BUCKET and tonumber(ARGV[i + 3]) or nil, lv = nil}
+  if kind == LEASES then
     conc = a
-  else
+  elseif kind == DAILY then
     daily = true
   end
   axes[k] = a
