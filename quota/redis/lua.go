@@ -83,12 +83,17 @@ local costOn = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 1, ['6'] = 2
 local n = tonumber(ARGV[6])
 local axes = {}
 local conc, daily
+local lastP, period -- axes usually share a period: parse each one once
 local i = 7
 for k = 1, n do
   local id, kind = ARGV[i], ARGV[i + 1]
+  if kind == BUCKET and ARGV[i + 3] ~= lastP then
+    lastP = ARGV[i + 3]
+    period = tonumber(lastP)
+  end
   -- Every field is named here so the table is sized once (lv: see adjust).
   local a = {id = id, kind = kind, cap = tonumber(st['c' .. id] or ARGV[i + 2]), ci = costOn[id],
-    period = kind == BUCKET and tonumber(ARGV[i + 3]) or nil, lv = nil}
+    period = kind == BUCKET and period or nil, lv = nil}
   if kind == LEASES then
     conc = a
   elseif kind == DAILY then
@@ -115,11 +120,15 @@ if daily then
   end
 end
 
+-- The axes' level times are usually one write's now: parse each one once.
+local lastT, lastTN
 local function level(a)
   local l = st['l' .. a.id]
   if not l then return a.cap end
   l = tonumber(l)
-  local dt = now - tonumber(st['t' .. a.id])
+  local ts = st['t' .. a.id]
+  if ts ~= lastT then lastT, lastTN = ts, tonumber(ts) end
+  local dt = now - lastTN
   if dt > 0 then l = l + dt * a.cap / a.period end
   if l > a.cap then l = a.cap end
   return l
