@@ -31,9 +31,10 @@ import goredis "github.com/redis/go-redis/v9"
 // collects garbage: x decides.
 //
 // Lua numbers are doubles and Redis truncates them to integers on return, so
-// every fractional value travels as a string formatted with %.17g. Numbers
-// passed to redis.call as they are reach Redis exact too (Redis formats them
-// itself, cheaper than string.format), and now is formatted once.
+// every fractional value travels as a string formatted with %.17g (integers
+// below 2^53 take %d, the same digits for less work), and the reserve reply
+// returns only integers below 2^53 as numbers. Parsing (strtod) and
+// formatting are most of the script's own cost, so it does each once.
 var script = goredis.NewScript(`
 local S, L, T = KEYS[1], KEYS[2], KEYS[3]
 local op = ARGV[1]

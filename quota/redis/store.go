@@ -118,7 +118,7 @@ func (s *Store) decision(ks *keyState, res []any, local time.Time) (quota.Decisi
 		Axis:        quota.Axis(toInt(res, 3)),
 		PauseReason: toString(res, 4),
 	}
-	if res[5] != "" {
+	if res[5] != "" { // an expiry is an integer or a formatted fraction
 		d.Lease = true
 		d.LeaseExpiry = at(toFloat(res, 5))
 	}
