@@ -79,24 +79,8 @@ func (anthropicDialect) cost(c call) cost {
 	return cost{requests: 1, input: in, output: c.maxTokens, tokens: in + c.maxTokens}
 }
 
-func (anthropicDialect) status(e *apiError) int {
-	if e.status != 0 {
-		return e.status
-	}
-	switch e.kind {
-	case kindRateLimit, kindSpendCap:
-		return http.StatusTooManyRequests
-	case kindOverload:
-		return 529
-	case kindUnauthorized:
-		return http.StatusUnauthorized
-	case kindNotFound:
-		return http.StatusNotFound
-	case kindServerError:
-		return http.StatusInternalServerError
-	}
-	return http.StatusBadRequest
-}
+// overloadStatus is Anthropic's overloaded_error status.
+func (anthropicDialect) overloadStatus() int { return 529 }
 
 // limitHeaders sets anthropic-ratelimit-{requests,input-tokens,output-tokens,
 // tokens}-{limit,remaining,reset}; reset is the RFC 3339 time (rounded up to
@@ -184,7 +168,7 @@ func (d anthropicDialect) writeError(w http.ResponseWriter, e *apiError, request
 	case kindNotFound:
 		body.Type, body.Message = "not_found_error", "model: "+e.model
 	}
-	writeJSON(w, d.status(e), anthropicErrorBody{Type: "error", Error: body, RequestID: requestID})
+	writeJSON(w, e.httpStatus(d.overloadStatus()), anthropicErrorBody{Type: "error", Error: body, RequestID: requestID})
 }
 
 func (anthropicDialect) writeAnswer(w http.ResponseWriter, c call, a answer, _ string, _ time.Time) {

@@ -17,7 +17,7 @@ type dialect interface {
 	apiKey(r *http.Request) string
 	parse(body []byte) (call, *apiError)
 	cost(c call) cost
-	status(e *apiError) int
+	overloadStatus() int
 	limitHeaders(h http.Header, l *limiter, now time.Time)
 	writeError(w http.ResponseWriter, e *apiError, requestID string)
 	writeAnswer(w http.ResponseWriter, c call, a answer, requestID string, now time.Time)
@@ -142,4 +142,25 @@ func ceilSecond(t time.Time) time.Time {
 // ceilMillis rounds d up to a whole millisecond, as OpenAI resets are sent.
 func ceilMillis(d time.Duration) time.Duration {
 	return (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond
+}
+
+// httpStatus is the status e is sent with: its override, or its kind's,
+// with overload as the dialect says.
+func (e *apiError) httpStatus(overload int) int {
+	if e.status != 0 {
+		return e.status
+	}
+	switch e.kind {
+	case kindRateLimit, kindSpendCap:
+		return http.StatusTooManyRequests
+	case kindOverload:
+		return overload
+	case kindUnauthorized:
+		return http.StatusUnauthorized
+	case kindNotFound:
+		return http.StatusNotFound
+	case kindServerError:
+		return http.StatusInternalServerError
+	}
+	return http.StatusBadRequest
 }

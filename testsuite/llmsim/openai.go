@@ -78,24 +78,8 @@ func (openAIDialect) cost(c call) cost {
 	return cost{requests: 1, tokens: max(c.maxTokens, estimateTokens(c.chars))}
 }
 
-func (openAIDialect) status(e *apiError) int {
-	if e.status != 0 {
-		return e.status
-	}
-	switch e.kind {
-	case kindRateLimit, kindSpendCap:
-		return http.StatusTooManyRequests
-	case kindOverload:
-		return http.StatusServiceUnavailable
-	case kindUnauthorized:
-		return http.StatusUnauthorized
-	case kindNotFound:
-		return http.StatusNotFound
-	case kindServerError:
-		return http.StatusInternalServerError
-	}
-	return http.StatusBadRequest
-}
+// overloadStatus is the status OpenAI sends when overloaded.
+func (openAIDialect) overloadStatus() int { return http.StatusServiceUnavailable }
 
 // limitHeaders sets x-ratelimit-{limit,remaining,reset}-{requests,tokens};
 // reset is the time until the bucket is full again, as a Go duration.
@@ -177,7 +161,7 @@ func (d openAIDialect) writeError(w http.ResponseWriter, e *apiError, _ string) 
 	default:
 		body.Param, body.Message = strp(e.param), e.detail
 	}
-	writeJSON(w, d.status(e), openAIErrorBody{Error: body})
+	writeJSON(w, e.httpStatus(d.overloadStatus()), openAIErrorBody{Error: body})
 }
 
 func (openAIDialect) writeAnswer(w http.ResponseWriter, c call, a answer, _ string, now time.Time) {

@@ -222,7 +222,7 @@ func (s *Sim) decide(d dialect, key string, c call, perr *apiError) outcome {
 	o.err = s.check(d, key, c, perr, &o)
 	status, spendCap := http.StatusOK, false
 	if o.err != nil {
-		status = d.status(o.err)
+		status = o.err.httpStatus(d.overloadStatus())
 		spendCap = o.err.kind == kindSpendCap
 	}
 	s.stats.record(c.model, o.now, status, spendCap, o.answer.in, o.answer.out)
