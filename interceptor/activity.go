@@ -39,7 +39,8 @@ func (a *activityInbound) Init(outbound interceptor.ActivityOutboundInterceptor)
 type call struct {
 	r      quota.Reservation
 	info   activity.Info
-	att    *attempt
+	att    attempt
+	rec    classify.Recorder
 	step   *tollgate.FallbackStep
 	input  any
 	target string
@@ -80,8 +81,8 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		Priority: charge.Priority,
 	}
 	c.target = tollgate.Target{Provider: charge.Key.Provider, Account: charge.Key.Account, Model: charge.Key.Model}.String()
-	c.att = loadAttempt(ctx, a.out)
-	ctx = context.WithValue(ctx, attemptKey{}, c.att)
+	c.att.load(ctx, a.out)
+	ctx = context.WithValue(ctx, attemptKey{}, &c.att)
 	return a.governed(ctx, in, c)
 }
 
@@ -130,11 +131,10 @@ func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteA
 	}
 	a.root.counters.admitted.Add(1)
 
-	rec := &classify.Recorder{}
-	res, callErr := a.Next.ExecuteActivity(classify.NewContext(ctx, rec), in)
+	res, callErr := a.Next.ExecuteActivity(classify.NewContext(ctx, &c.rec), in)
 	now := o.Clock.Now()
 	v := a.verdict(callErr, now)
-	a.settle(ctx, c, rec, res, callErr, v, now)
+	a.settle(ctx, c, res, callErr, v, now)
 	if callErr == nil {
 		return res, nil
 	}
@@ -166,11 +166,11 @@ func (a *activityInbound) wait(ctx context.Context, c *call, d quota.Decision) e
 	if d.Reason == quota.Paused && isClosing(d.PauseReason) {
 		// The key is closed until a spend cap or daily quota resets:
 		// waiting is pointless, and so is asking the provider.
-		a.cancel(ctx, c)
+		a.giveBack(ctx, c, d)
 		return a.closed(ctx, c, d.PauseReason, now.Add(d.Wait), nil)
 	}
 	if deadline, ok := scheduleToCloseDeadline(c.info); ok && now.Add(d.Wait).After(deadline) {
-		a.cancel(ctx, c)
+		a.giveBack(ctx, c, d)
 		what := fmt.Sprintf("%s waits %s for %s (%s)", c.r.Key, d.Wait.Round(time.Millisecond), axisName(d.Axis), d.Reason)
 		if err := a.escalate(ctx, c, "deadline", d.Wait); err != nil {
 			return err
@@ -206,7 +206,7 @@ func scheduleToCloseDeadline(info activity.Info) (time.Time, bool) {
 
 // settle charges the call's actual usage and feeds the provider's reported
 // limits back to the store, on success and failure alike.
-func (a *activityInbound) settle(ctx context.Context, c *call, rec *classify.Recorder, res any, callErr error, v classify.Verdict, now time.Time) {
+func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr error, v classify.Verdict, now time.Time) {
 	o := &a.root.opts
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultStoreCallDeadline)
 	defer cancel()
@@ -229,7 +229,7 @@ func (a *activityInbound) settle(ctx context.Context, c *call, rec *classify.Rec
 	a.root.ins.store(ctx, "settle", start)
 
 	obs := v.Limits
-	if _, h, ok := rec.Last(); ok {
+	if _, h, ok := c.rec.Last(); ok {
 		obs = classify.Limits(h, now)
 	}
 	if len(obs) > 0 {
@@ -345,7 +345,12 @@ func (a *activityInbound) pause(ctx context.Context, k quota.Key, until time.Tim
 	}
 }
 
-func (a *activityInbound) cancel(ctx context.Context, c *call) {
+// giveBack cancels the place a queued call holds in line; a refusal
+// reserved nothing, so it costs no round trip.
+func (a *activityInbound) giveBack(ctx context.Context, c *call, d quota.Decision) {
+	if d.Outcome != quota.Queued {
+		return
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultStoreCallDeadline)
 	defer cancel()
 	if err := a.root.opts.Store.Cancel(sctx, c.r.Key, c.r.Ticket); err != nil {

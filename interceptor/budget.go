@@ -49,12 +49,12 @@ func attemptFrom(ctx context.Context) *attempt {
 	return a
 }
 
-// loadAttempt reads the heartbeat details the previous attempt left and
-// splits them into Tollgate's budget and the activity's own details.
-func loadAttempt(ctx context.Context, out interceptor.ActivityOutboundInterceptor) *attempt {
-	a := &attempt{budget: budget{Marker: budgetMarker}}
+// load reads the heartbeat details the previous attempt left and splits
+// them into Tollgate's budget and the activity's own details.
+func (a *attempt) load(ctx context.Context, out interceptor.ActivityOutboundInterceptor) {
+	a.budget = budget{Marker: budgetMarker}
 	if !out.HasHeartbeatDetails(ctx) {
-		return a
+		return
 	}
 	raws := make([]converter.RawValue, maxHeartbeatDetails)
 	ptrs := make([]any, len(raws))
@@ -62,7 +62,7 @@ func loadAttempt(ctx context.Context, out interceptor.ActivityOutboundIntercepto
 		ptrs[i] = &raws[i]
 	}
 	if err := out.GetHeartbeatDetails(ctx, ptrs...); err != nil {
-		return a
+		return
 	}
 	n := 0
 	for n < len(raws) && raws[n].Payload() != nil {
@@ -79,7 +79,6 @@ func loadAttempt(ctx context.Context, out interceptor.ActivityOutboundIntercepto
 	for i := range n {
 		a.user[i] = raws[i]
 	}
-	return a
 }
 
 func decodeBudget(raw converter.RawValue) (budget, bool) {
