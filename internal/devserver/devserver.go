@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"testing"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -91,17 +90,6 @@ func Start(opts Options) (s *Server, err error) {
 		go s.serveProxy(ts.GetFrontendHostPort())
 	}
 	return s, nil
-}
-
-// StartT starts a server for a test and stops it at the test's cleanup.
-func StartT(t testing.TB) *Server {
-	t.Helper()
-	s, err := Start(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	return s
 }
 
 // Address returns the host:port clients dial.
