@@ -25,6 +25,10 @@ type keyState struct {
 	pausedUntil time.Time
 	pauseReason string
 
+	// last is the latest time the key was read at: its time never runs
+	// backwards, as rate.Limiter would refill twice the span it was set back.
+	last time.Time
+
 	tickets tickets
 }
 
@@ -46,6 +50,19 @@ func newKeyState(k quota.Key, p quota.Policy) *keyState {
 		}
 	}
 	return ks
+}
+
+// lock takes ks.mu and returns the time to decide at: the clock read under
+// the mutex, so callers are ordered as their times are, and never before a
+// time the key was read at (a clock stepping back refills nothing twice).
+func (ks *keyState) lock(clock quota.Clock) time.Time {
+	ks.mu.Lock()
+	now := clock.Now()
+	if now.Before(ks.last) {
+		return ks.last
+	}
+	ks.last = now
+	return now
 }
 
 // reserved is the part of capacity closed to priority.

@@ -10,8 +10,9 @@ import (
 
 // Options configures a Store. The zero value is ready to use.
 type Options struct {
-	// Clock tells the store the time. nil means quota.SystemClock{}. The
-	// clock must not run backwards.
+	// Clock tells the store the time. nil means quota.SystemClock{}. A key
+	// never decides at a time before one it has decided at: should the clock
+	// step back, the key keeps its latest time until the clock passes it.
 	Clock quota.Clock
 }
 
@@ -78,8 +79,7 @@ func (s *Store) Reserve(_ context.Context, r quota.Reservation) (quota.Decision,
 	if err != nil {
 		return quota.Decision{}, err
 	}
-	now := s.clock.Now()
-	ks.mu.Lock()
+	now := ks.lock(s.clock)
 	defer ks.mu.Unlock()
 	return ks.reserve(now, r)
 }
@@ -99,8 +99,7 @@ func (s *Store) Settle(_ context.Context, key quota.Key, ticket string, actual q
 	if err != nil {
 		return err
 	}
-	now := s.clock.Now()
-	ks.mu.Lock()
+	now := ks.lock(s.clock)
 	defer ks.mu.Unlock()
 	if !ks.settle(now, ticket, actual) {
 		return fmt.Errorf("%w: %s ticket %q is not granted (never reserved, still queued, settled already or expired); settle only after Reserve granted it",
@@ -119,8 +118,7 @@ func (s *Store) Cancel(_ context.Context, key quota.Key, ticket string) error {
 	if err != nil {
 		return err
 	}
-	now := s.clock.Now()
-	ks.mu.Lock()
+	now := ks.lock(s.clock)
 	defer ks.mu.Unlock()
 	ks.cancel(now, ticket)
 	return nil
@@ -133,8 +131,7 @@ func (s *Store) Pause(_ context.Context, key quota.Key, until time.Time, reason 
 	if err != nil {
 		return err
 	}
-	now := s.clock.Now()
-	ks.mu.Lock()
+	now := ks.lock(s.clock)
 	defer ks.mu.Unlock()
 	ks.pause(now, until, reason)
 	return nil
@@ -154,8 +151,7 @@ func (s *Store) Observe(_ context.Context, key quota.Key, obs []quota.Observatio
 	if err != nil {
 		return err
 	}
-	now := s.clock.Now()
-	ks.mu.Lock()
+	now := ks.lock(s.clock)
 	defer ks.mu.Unlock()
 	ks.observe(now, obs)
 	return nil
@@ -169,8 +165,7 @@ func (s *Store) Snapshot(_ context.Context, key quota.Key) (quota.Snapshot, erro
 	if err != nil {
 		return quota.Snapshot{}, err
 	}
-	now := s.clock.Now()
-	ks.mu.Lock()
+	now := ks.lock(s.clock)
 	defer ks.mu.Unlock()
 	return ks.snapshot(now), nil
 }

@@ -38,6 +38,27 @@ func testRefill(t *testing.T, s suite) {
 	e.level(rq, -1)
 }
 
+// testClockStepBack: a clock stepping back earns no refill, and the span it
+// repeats earns none a second time once the clock moves on, even when a
+// refund is written while the clock is back.
+func testClockStepBack(t *testing.T, s suite) {
+	e := s.setup(t, "clock-step-back", quota.Policy{Limits: []quota.Limit{quota.PerSecond(rq, 10)}})
+	e.expect(granted, "a", reqs(10))
+	e.clock.Advance(500 * time.Millisecond)
+	e.expect(granted, "b", reqs(5))
+	e.level(rq, 0)
+
+	e.clock.Advance(-500 * time.Millisecond)
+	e.level(rq, 0)
+	e.settle("b", reqs(4)) // refunds 1
+	e.level(rq, 1)
+
+	e.clock.Advance(500 * time.Millisecond)
+	e.level(rq, 1)
+	e.clock.Advance(100 * time.Millisecond)
+	e.level(rq, 2)
+}
+
 // testAllOrNothing: a refusal on any axis charges no axis; a queued ticket
 // charges every axis.
 func testAllOrNothing(t *testing.T, s suite) {

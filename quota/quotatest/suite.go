@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore Factory) {
 		test func(t *testing.T, s suite)
 	}{
 		{"refill", testRefill},
+		{"clock_step_back", testClockStepBack},
 		{"all_or_nothing", testAllOrNothing},
 		{"queue_order", testQueueOrder},
 		{"idempotent_ticket", testIdempotentTicket},

@@ -155,7 +155,11 @@ local function adjust(delta)
     if a.kind == BUCKET and c then
       local l = (a.lv or level(a)) - c
       if c < 0 and l > a.cap then l = a.cap end
-      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = 'l' .. a.id, fmt(l), 't' .. a.id, nowS
+      -- A level is never dated back: a clock stepping back would earn the
+      -- span it repeats a second refill.
+      local ts = st['t' .. a.id]
+      if not (ts and tonumber(ts) > now) then ts = nowS end
+      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = 'l' .. a.id, fmt(l), 't' .. a.id, ts
       h = h + 4
     elseif a.kind == DAILY and c then
       local u = used(a) + c
