@@ -205,7 +205,7 @@ func scheduleToCloseDeadline(info activity.Info) (time.Time, bool) {
 }
 
 // settle charges the call's actual usage and feeds the provider's reported
-// limits back to the store, on success and failure alike.
+// limits back to the store in the same step, on success and failure alike.
 func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr error, v classify.Verdict, now time.Time) {
 	o := &a.root.opts
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultStoreCallDeadline)
@@ -222,23 +222,16 @@ func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr 
 		// used a request, no tokens.
 		actual = quota.Cost{Requests: c.r.Cost.Requests}
 	}
-	start := time.Now()
-	if err := o.Store.Settle(sctx, c.r.Key, c.r.Ticket, actual); err != nil && !errors.Is(err, quota.ErrUnknownTicket) {
-		o.Logger.Warn("tollgate: settle failed", "key", c.r.Key.String(), "error", err)
-	}
-	a.root.ins.store(ctx, "settle", start)
-
 	obs := v.Limits
 	if _, h, ok := c.rec.Last(); ok {
 		obs = classify.Limits(h, now)
 	}
-	if len(obs) > 0 {
-		start := time.Now()
-		if err := o.Store.Observe(sctx, c.r.Key, obs); err != nil {
-			o.Logger.Warn("tollgate: observe failed", "key", c.r.Key.String(), "error", err)
-		}
-		a.root.ins.store(ctx, "observe", start)
+	start := time.Now()
+	err := o.Store.Settle(sctx, quota.Settlement{Key: c.r.Key, Ticket: c.r.Ticket, Actual: actual, Observed: obs})
+	if err != nil && !errors.Is(err, quota.ErrUnknownTicket) {
+		o.Logger.Warn("tollgate: settle failed", "key", c.r.Key.String(), "error", err)
 	}
+	a.root.ins.store(ctx, "settle", start)
 }
 
 // conclude turns a failed call's verdict into the error Temporal acts on.

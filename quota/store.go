@@ -28,9 +28,12 @@ type Store interface {
 
 	// Settle records a granted call's actual cost: the difference from the
 	// charged estimate is charged or refunded, and its concurrency lease is
-	// released. Settling a ticket the store does not hold as granted (never
-	// reserved, already settled, or expired) returns ErrUnknownTicket.
-	Settle(ctx context.Context, key Key, ticket string, actual Cost) error
+	// released. What the provider reported with the call (s.Observed) is
+	// applied in the same step, after the cost, as Observe applies it, and
+	// whether or not the ticket is held. Settling a ticket the store does
+	// not hold as granted (never reserved, already settled, or expired)
+	// returns ErrUnknownTicket.
+	Settle(ctx context.Context, s Settlement) error
 
 	// Cancel gives up a ticket that will not run: a queued reservation is
 	// refunded, a grant's estimate refunded and its lease released. Unknown
@@ -80,6 +83,33 @@ func (r Reservation) Validate() error {
 		return invalid("priority", strconv.Itoa(int(r.Priority)), "is not a known priority", "use quota.Normal or quota.Low")
 	}
 	return r.Cost.Validate()
+}
+
+// Settlement is one request to Settle.
+type Settlement struct {
+	// Key and Ticket name the granted reservation.
+	Key    Key
+	Ticket string
+	// Actual is what the call cost; the estimate charged by Reserve is
+	// corrected to it.
+	Actual Cost
+	// Observed is what the provider reported in the call's response, if
+	// anything: applied as Observe applies it.
+	Observed []Observation
+}
+
+// Validate reports an *InvalidError naming the first bad field of s, or nil.
+func (s Settlement) Validate() error {
+	if err := s.Key.Validate(); err != nil {
+		return err
+	}
+	if s.Ticket == "" {
+		return invalid("ticket", "", "is empty", "pass the ticket the call was reserved under")
+	}
+	if err := s.Actual.Validate(); err != nil {
+		return err
+	}
+	return ValidateObservations(s.Observed)
 }
 
 // MaxTicketLen is the longest ticket a Store accepts, in bytes.
@@ -178,6 +208,17 @@ type Observation struct {
 	// Reset is how long until the provider's bucket is full again (or the
 	// window resets), 0 when not reported.
 	Reset time.Duration
+}
+
+// ValidateObservations reports an *InvalidError for the first observation
+// of an unknown axis, or nil.
+func ValidateObservations(obs []Observation) error {
+	for _, o := range obs {
+		if !o.Axis.Valid() {
+			return invalid("observation.axis", o.Axis.String(), "is not a known axis", "report one of quota.Axes()")
+		}
+	}
+	return nil
 }
 
 // Snapshot is a key's state at one moment.

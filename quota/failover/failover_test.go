@@ -166,7 +166,7 @@ func TestClosedRefusesWhileRedisIsDown(t *testing.T) {
 	calls := o.primary.calls.Load()
 	require.Equal(t, want, o.reserve(t, "b"))
 	require.Equal(t, calls, o.primary.calls.Load(), "the breaker skips the primary")
-	err := o.store.Settle(context.Background(), gpt4o, "before", quota.Cost{Requests: 1})
+	err := o.store.Settle(context.Background(), quota.Settlement{Key: gpt4o, Ticket: "before", Actual: quota.Cost{Requests: 1}})
 	require.ErrorIs(t, err, quota.ErrUnavailable, "a primary ticket cannot be settled while it is down")
 	require.NoError(t, o.store.Pause(context.Background(), gpt4o, time.Now().Add(time.Minute), "x"), "closed drops pauses")
 	_, err = o.store.Snapshot(context.Background(), gpt4o)
@@ -184,7 +184,7 @@ func TestOpenAdmitsWhileRedisIsDown(t *testing.T) {
 	o.up(t)
 	// Tickets admitted open are settled without the primary, which never
 	// saw them.
-	require.NoError(t, o.store.Settle(context.Background(), gpt4o, "a", quota.Cost{Requests: 1}))
+	require.NoError(t, o.store.Settle(context.Background(), quota.Settlement{Key: gpt4o, Ticket: "a", Actual: quota.Cost{Requests: 1}}))
 	require.NoError(t, o.store.Cancel(context.Background(), gpt4o, "b"))
 }
 
@@ -206,12 +206,12 @@ func TestLocalAdmitsAShareWhileRedisIsDown(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(5), snap.Axes[0].Capacity, "the snapshot reads the local store")
 
-	require.NoError(t, o.store.Settle(ctx, gpt4o, "a", quota.Cost{Requests: 1}))
+	require.NoError(t, o.store.Settle(ctx, quota.Settlement{Key: gpt4o, Ticket: "a", Actual: quota.Cost{Requests: 1}}))
 	o.up(t)
 	// Local tickets stay local after recovery.
-	require.NoError(t, o.store.Settle(ctx, gpt4o, "b", quota.Cost{Requests: 1}))
+	require.NoError(t, o.store.Settle(ctx, quota.Settlement{Key: gpt4o, Ticket: "b", Actual: quota.Cost{Requests: 1}}))
 	require.NoError(t, o.store.Cancel(ctx, gpt4o, "c"))
-	require.ErrorIs(t, o.store.Settle(ctx, gpt4o, "a", quota.Cost{Requests: 1}), quota.ErrUnknownTicket)
+	require.ErrorIs(t, o.store.Settle(ctx, quota.Settlement{Key: gpt4o, Ticket: "a", Actual: quota.Cost{Requests: 1}}), quota.ErrUnknownTicket)
 }
 
 // TestOneProbeAtATime: after the cooldown, one call probes the primary while

@@ -213,16 +213,29 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 	return quota.Decision{Outcome: quota.Refused, Reason: quota.Unavailable, Wait: s.retry}, nil
 }
 
-// Settle implements quota.Store.
-func (s *Store) Settle(ctx context.Context, key quota.Key, ticket string, actual quota.Cost) error {
-	if rt, ok := s.route(key, ticket); ok {
-		s.forget(key, ticket)
-		if !rt.local {
-			return nil
+// Settle implements quota.Store. A ticket the fallback admitted settles
+// there (under Open there is nothing to settle) and its observations go
+// where Observe sends them; a primary ticket settles on the primary, and
+// while the primary is unreachable its observations reach the Local store.
+func (s *Store) Settle(ctx context.Context, st quota.Settlement) error {
+	if rt, ok := s.route(st.Key, st.Ticket); ok {
+		s.forget(st.Key, st.Ticket)
+		var err error
+		if rt.local {
+			own := st
+			own.Observed = nil
+			err = s.local.Settle(ctx, own)
 		}
-		return s.local.Settle(ctx, key, ticket, actual)
+		if len(st.Observed) > 0 {
+			err = errors.Join(err, s.Observe(ctx, st.Key, st.Observed))
+		}
+		return err
 	}
-	return s.toPrimary(ctx, "settle", func() error { return s.primary.Settle(ctx, key, ticket, actual) })
+	err := s.toPrimary(ctx, "settle", func() error { return s.primary.Settle(ctx, st) })
+	if errors.Is(err, quota.ErrUnavailable) && s.mode == Local && len(st.Observed) > 0 {
+		err = errors.Join(err, s.local.Observe(ctx, st.Key, st.Observed))
+	}
+	return err
 }
 
 // Cancel implements quota.Store.

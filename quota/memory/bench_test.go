@@ -47,7 +47,7 @@ func BenchmarkReserve(b *testing.B) {
 				if err != nil || d.Outcome != quota.Granted {
 					b.Fatalf("%+v %v", d, err)
 				}
-				if err := s.Settle(ctx, k, ticket, actual); err != nil {
+				if err := s.Settle(ctx, quota.Settlement{Key: k, Ticket: ticket, Actual: actual}); err != nil {
 					b.Fatal(err)
 				}
 			}

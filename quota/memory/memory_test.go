@@ -84,7 +84,7 @@ func TestConcurrentGrantsNeverExceedBudget(t *testing.T) {
 				switch d.Outcome {
 				case quota.Granted:
 					grants.Add(1)
-					err = s.Settle(ctx, k, ticket, quota.Cost{Requests: 1})
+					err = s.Settle(ctx, quota.Settlement{Key: k, Ticket: ticket, Actual: quota.Cost{Requests: 1}})
 				case quota.Queued:
 					// Only a full concurrency table queues a ticket with
 					// no wait: give its place back.
@@ -155,7 +155,7 @@ func TestExpiredTicketsAreSwept(t *testing.T) {
 	for i := range abandoned / 2 {
 		ticket := "live-" + strconv.Itoa(i)
 		reserve(ticket)
-		require.NoError(t, s.Settle(ctx, k, ticket, quota.Cost{Requests: 1}))
+		require.NoError(t, s.Settle(ctx, quota.Settlement{Key: k, Ticket: ticket, Actual: quota.Cost{Requests: 1}}))
 	}
 	require.Zero(t, memory.Tickets(s, k), "abandoned tickets outlived their expiry")
 }

@@ -84,26 +84,26 @@ func (s *Store) Reserve(_ context.Context, r quota.Reservation) (quota.Decision,
 	return ks.reserve(now, r)
 }
 
-// Settle charges or refunds the difference between actual and the estimate
-// charged under ticket and releases its lease. It returns
-// quota.ErrUnknownTicket (wrapped with the key and ticket) when the ticket is
-// not held as granted.
-func (s *Store) Settle(_ context.Context, key quota.Key, ticket string, actual quota.Cost) error {
-	if err := validTicket(ticket); err != nil {
+// Settle charges or refunds the difference between st.Actual and the
+// estimate charged under st.Ticket, releases its lease and applies
+// st.Observed, all under the key's mutex. It returns quota.ErrUnknownTicket
+// (wrapped with the key and ticket) when the ticket is not held as granted;
+// the observations are applied all the same.
+func (s *Store) Settle(_ context.Context, st quota.Settlement) error {
+	if err := st.Validate(); err != nil {
 		return err
 	}
-	if err := actual.Validate(); err != nil {
-		return err
-	}
-	ks, err := s.lookup(key)
+	ks, err := s.lookup(st.Key)
 	if err != nil {
 		return err
 	}
 	now := ks.lock(s.clock)
 	defer ks.mu.Unlock()
-	if !ks.settle(now, ticket, actual) {
+	settled := ks.settle(now, st.Ticket, st.Actual)
+	ks.observe(now, st.Observed)
+	if !settled {
 		return fmt.Errorf("%w: %s ticket %q is not granted (never reserved, still queued, settled already or expired); settle only after Reserve granted it",
-			quota.ErrUnknownTicket, key, ticket)
+			quota.ErrUnknownTicket, st.Key, st.Ticket)
 	}
 	return nil
 }
@@ -141,11 +141,8 @@ func (s *Store) Pause(_ context.Context, key quota.Key, until time.Time, reason 
 // Policy.AdoptObservedLimits, adopts the reported limits. An observation of an
 // invalid axis is an *quota.InvalidError and nothing is changed.
 func (s *Store) Observe(_ context.Context, key quota.Key, obs []quota.Observation) error {
-	for _, o := range obs {
-		if !o.Axis.Valid() {
-			return &quota.InvalidError{Field: "observation.axis", Value: o.Axis.String(),
-				Problem: "is not a known axis", Fix: "report one of quota.Axes()"}
-		}
+	if err := quota.ValidateObservations(obs); err != nil {
+		return err
 	}
 	ks, err := s.lookup(key)
 	if err != nil {

@@ -40,7 +40,7 @@ func testRefill(t *testing.T, s suite) {
 
 // testClockStepBack: a clock stepping back earns no refill, and the span it
 // repeats earns none a second time once the clock moves on, even when a
-// refund is written while the clock is back.
+// refund or an observation is written while the clock is back.
 func testClockStepBack(t *testing.T, s suite) {
 	e := s.setup(t, "clock-step-back", quota.Policy{Limits: []quota.Limit{quota.PerSecond(rq, 10)}})
 	e.expect(granted, "a", reqs(10))
@@ -51,6 +51,8 @@ func testClockStepBack(t *testing.T, s suite) {
 	e.clock.Advance(-500 * time.Millisecond)
 	e.level(rq, 0)
 	e.settle("b", reqs(4)) // refunds 1
+	e.level(rq, 1)
+	e.observe(quota.Observation{Axis: rq, Limit: -1, Remaining: 5}) // lowers nothing
 	e.level(rq, 1)
 
 	e.clock.Advance(500 * time.Millisecond)

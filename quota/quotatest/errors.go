@@ -55,10 +55,10 @@ func testInvalidInput(t *testing.T, s suite) {
 			return err
 		}, "priority"},
 		{"settle negative cost", func() error {
-			return st.Settle(ctx, k, "t", quota.Cost{Requests: -1})
+			return st.Settle(ctx, quota.Settlement{Key: k, Ticket: "t", Actual: quota.Cost{Requests: -1}})
 		}, "cost.requests"},
 		{"settle empty key", func() error {
-			return st.Settle(ctx, noProvider, "t", reqs(1))
+			return st.Settle(ctx, quota.Settlement{Key: noProvider, Ticket: "t", Actual: reqs(1)})
 		}, "key.provider"},
 		{"cancel empty key", func() error { return st.Cancel(ctx, noModel, "t") }, "key.model"},
 		{"pause empty key", func() error { return st.Pause(ctx, noProvider, start().Add(time.Minute), "x") }, "key.provider"},
@@ -114,7 +114,9 @@ func testNoPolicy(t *testing.T, s suite) {
 			_, err := st.Reserve(ctx, quota.Reservation{Key: k, Ticket: "t", Cost: reqs(1)})
 			return err
 		}},
-		{"settle", func(ctx context.Context, k quota.Key) error { return st.Settle(ctx, k, "t", reqs(1)) }},
+		{"settle", func(ctx context.Context, k quota.Key) error {
+			return st.Settle(ctx, quota.Settlement{Key: k, Ticket: "t", Actual: reqs(1)})
+		}},
 		{"cancel", func(ctx context.Context, k quota.Key) error { return st.Cancel(ctx, k, "t") }},
 		{"pause", func(ctx context.Context, k quota.Key) error {
 			return st.Pause(ctx, k, start().Add(time.Minute), "x")

@@ -96,6 +96,40 @@ func testObserve(t *testing.T, s suite) {
 	e.level(tk, 1100)
 }
 
+// testSettleObserve: observations given to Settle apply after the settled
+// cost, as Observe applies them, and also when the ticket is not held; an
+// invalid one rejects the whole settlement, which loses nothing.
+func testSettleObserve(t *testing.T, s suite) {
+	e := s.setup(t, "settle-observe", quota.Policy{
+		Limits:              []quota.Limit{quota.PerMinute(tk, 6000), quota.PerDay(rq, 1000, nil)},
+		AdoptObservedLimits: true,
+	})
+	settle := func(ticket string, actual quota.Cost, obs ...quota.Observation) error {
+		return e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: ticket, Actual: actual, Observed: obs})
+	}
+	cost := quota.Cost{Requests: 1, Tokens: 1000}
+	e.expect(granted, "a", cost)
+	e.levels(map[quota.Axis]float64{tk: 5000, rpd: 999})
+
+	// The refund of 500 lands first (5500), then the provider's 5200.
+	require.NoError(t, settle("a", quota.Cost{Requests: 1, Tokens: 500},
+		quota.Observation{Axis: tk, Limit: -1, Remaining: 5200},
+		quota.Observation{Axis: rpd, Limit: -1, Remaining: 990}))
+	e.levels(map[quota.Axis]float64{tk: 5200, rpd: 990})
+
+	err := settle("a", cost, quota.Observation{Axis: tk, Limit: 3000, Remaining: 100})
+	require.ErrorIs(t, err, quota.ErrUnknownTicket, "a is settled already")
+	e.level(tk, 100)
+	require.Equal(t, int64(3000), e.axis(tk).Capacity, "the limit is adopted all the same")
+
+	e.clock.Advance(time.Minute)
+	e.expect(granted, "b", cost)
+	err = settle("b", cost, quota.Observation{Axis: quota.Axis(42), Limit: -1, Remaining: 0})
+	requireInvalid(t, err, "observation.axis")
+	e.levels(map[quota.Axis]float64{tk: 2000, rpd: 989})
+	require.NoError(t, settle("b", cost), "b is still granted after the rejected settlement")
+}
+
 // testObserveAdopt: with AdoptObservedLimits, a reported limit (less
 // headroom) becomes the axis's capacity and refill rate; the level is capped
 // at it, and what remains is then read against the new capacity.
@@ -191,7 +225,7 @@ func testConcurrencyLease(t *testing.T, s suite) {
 	e.clock.Advance(500 * time.Microsecond) // 11s
 	e.expect(leased(t0.Add(21*time.Second)), "d", quota.Cost{})
 	e.level(cc, 1)
-	require.ErrorIs(t, e.store.Settle(e.ctx, e.key, "b", quota.Cost{}), quota.ErrUnknownTicket, "b's lease expired")
+	require.ErrorIs(t, e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "b", Actual: quota.Cost{}}), quota.ErrUnknownTicket, "b's lease expired")
 
 	e.cancel("d")
 	e.level(cc, 2)

@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"cancel", testCancel},
 		{"pause", testPause},
 		{"observe", testObserve},
+		{"settle_observe", testSettleObserve},
 		{"observe_adopt", testObserveAdopt},
 		{"daily_reset", testDailyReset},
 		{"priority_reserve", testPriorityReserve},
@@ -137,7 +138,7 @@ func (e *env) expectAs(want quota.Decision, ticket string, cost quota.Cost, prio
 
 func (e *env) settle(ticket string, actual quota.Cost) {
 	e.t.Helper()
-	require.NoError(e.t, e.store.Settle(e.ctx, e.key, ticket, actual), "Settle(%s)", ticket)
+	require.NoError(e.t, e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: ticket, Actual: actual}), "Settle(%s)", ticket)
 }
 
 func (e *env) cancel(ticket string) {

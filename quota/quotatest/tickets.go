@@ -61,7 +61,7 @@ func testIdempotentTicket(t *testing.T, s suite) {
 	e.levels(map[quota.Axis]float64{rq: 0, tk: 5900})
 
 	e.settle("b", cost)
-	err := e.store.Settle(e.ctx, e.key, "b", cost)
+	err := e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "b", Actual: cost})
 	require.ErrorIs(t, err, quota.ErrUnknownTicket, "a second Settle finds no grant")
 	// A settled ticket is forgotten: reserving under it again charges afresh.
 	e.expect(queued(time.Second, rq), "b", cost)
@@ -119,7 +119,7 @@ func testCancel(t *testing.T, s suite) {
 
 	e.cancel("a")
 	e.levels(map[quota.Axis]float64{rq: 1, rpd: 10, cc: 1})
-	require.ErrorIs(t, e.store.Settle(e.ctx, e.key, "a", reqs(1)), quota.ErrUnknownTicket)
+	require.ErrorIs(t, e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "a", Actual: reqs(1)}), quota.ErrUnknownTicket)
 	e.cancel("a")
 	e.cancel("never-reserved")
 
@@ -142,7 +142,7 @@ func testTicketExpiry(t *testing.T, s suite) {
 	e.level(rq, -1)
 
 	e.clock.Advance(10 * time.Second) // 10s
-	require.ErrorIs(t, e.store.Settle(e.ctx, e.key, "a", reqs(1)), quota.ErrUnknownTicket)
+	require.ErrorIs(t, e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "a", Actual: reqs(1)}), quota.ErrUnknownTicket)
 	e.level(rq, 1)
 	e.expect(granted, "b", reqs(1)) // still held: granted without a charge, forgotten at 20s
 	e.level(rq, 1)
@@ -161,17 +161,17 @@ func testTicketExpiry(t *testing.T, s suite) {
 // testUnknownTicket: Settle needs a grant.
 func testUnknownTicket(t *testing.T, s suite) {
 	e := s.setup(t, "unknown-ticket", quota.Policy{Limits: []quota.Limit{quota.Per(rq, 1, time.Second)}})
-	err := e.store.Settle(e.ctx, e.key, "never-reserved", reqs(1))
+	err := e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "never-reserved", Actual: reqs(1)})
 	require.ErrorIs(t, err, quota.ErrUnknownTicket)
 	require.ErrorContains(t, err, "never-reserved", "the error names the ticket")
 
 	e.expect(granted, "a", reqs(1))
 	e.expect(queued(time.Second, rq), "b", reqs(1))
-	require.ErrorIs(t, e.store.Settle(e.ctx, e.key, "b", reqs(1)), quota.ErrUnknownTicket, "b is queued, not granted")
+	require.ErrorIs(t, e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "b", Actual: reqs(1)}), quota.ErrUnknownTicket, "b is queued, not granted")
 	e.expect(queued(time.Second, rq), "b", reqs(1)) // and keeps its place
 	e.level(rq, -1)
 
 	e.settle("a", reqs(1))
-	require.ErrorIs(t, e.store.Settle(e.ctx, e.key, "a", reqs(1)), quota.ErrUnknownTicket, "a is settled already")
+	require.ErrorIs(t, e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "a", Actual: reqs(1)}), quota.ErrUnknownTicket, "a is settled already")
 	e.level(rq, -1)
 }

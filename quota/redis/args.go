@@ -87,6 +87,31 @@ func (ks *keyState) args(op any, now string, local time.Time, extra int) []any {
 	return append(args, daily...)
 }
 
+// observations appends obs to args as the script's observe reads them (a
+// count, then axis, adopted capacity or -1, remaining or -1 for each), and
+// returns them with that count. Observations of axes the policy does not
+// limit, and of concurrency, are left out.
+func (ks *keyState) observations(args []any, obs []quota.Observation) ([]any, int) {
+	at := len(args)
+	args = append(args, "")
+	m := 0
+	for _, o := range obs {
+		if _, ok := ks.policy.Limit(o.Axis); !ok || o.Axis.Kind() == quota.Leases {
+			continue
+		}
+		// A limit headroom leaves less than one unit of is not adopted: no
+		// valid policy could give it.
+		adopt := int64(-1)
+		if eff := ks.policy.Effective(min(o.Limit, maxCapacity)); ks.policy.AdoptObservedLimits && eff >= 1 {
+			adopt = eff
+		}
+		args = append(args, axisID(o.Axis), adopt, o.Remaining)
+		m++
+	}
+	args[at] = strconv.Itoa(m)
+	return args, m
+}
+
 // dailyArgs returns the midnights around local for every daily limit, from
 // the cache while local stays within the same day in every zone.
 func (ks *keyState) dailyArgs(local time.Time) []any {

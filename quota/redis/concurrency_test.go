@@ -132,7 +132,7 @@ func hammer(ctx context.Context, s *redis.Store, id string, cost quota.Cost, dea
 			}
 			if d.Outcome == quota.Granted {
 				run()
-				if err := s.Settle(ctx, key, ticket, cost); err != nil {
+				if err := s.Settle(ctx, quota.Settlement{Key: key, Ticket: ticket, Actual: cost}); err != nil {
 					return err
 				}
 				break

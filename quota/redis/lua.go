@@ -144,8 +144,18 @@ local pausedUntil = st['pu']
 pausedUntil = pausedUntil and tonumber(pausedUntil) or 0
 local paused = pausedUntil > now
 
--- adjust charges delta[1..4] (negative: refunds) against every axis; a
--- bucket's level is a.lv when the caller has just read it.
+-- stamp is the time to date a bucket's new level at: now, unless the clock
+-- has stepped back past the level's own time. A level is never dated back,
+-- or the span the clock repeats would earn a second refill.
+local function stamp(a)
+  local ts = st['t' .. a.id]
+  if ts and tonumber(ts) > now then return ts end
+  return nowS
+end
+
+-- adjust charges delta[1..4] (negative: refunds) against every axis and
+-- keeps st current for what follows; a bucket's level is a.lv when the
+-- caller has just read it.
 -- Refunds never lift a bucket above its capacity nor a window below zero.
 local function adjust(delta)
   local hs, h = {}, 0
@@ -155,20 +165,59 @@ local function adjust(delta)
     if a.kind == BUCKET and c then
       local l = (a.lv or level(a)) - c
       if c < 0 and l > a.cap then l = a.cap end
-      -- A level is never dated back: a clock stepping back would earn the
-      -- span it repeats a second refill.
-      local ts = st['t' .. a.id]
-      if not (ts and tonumber(ts) > now) then ts = nowS end
-      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = 'l' .. a.id, fmt(l), 't' .. a.id, ts
+      local lk, tk = 'l' .. a.id, 't' .. a.id
+      st[lk], st[tk] = fmt(l), stamp(a)
+      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = lk, st[lk], tk, st[tk]
       h = h + 4
     elseif a.kind == DAILY and c then
       local u = used(a) + c
       if u < 0 then u = 0 end
-      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = 'w' .. a.id, fmt(a.ws), 'd' .. a.id, fmt(u)
+      local wk, dk = 'w' .. a.id, 'd' .. a.id
+      st[wk], st[dk] = fmt(a.ws), fmt(u)
+      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = wk, st[wk], dk, st[dk]
       h = h + 4
     end
   end
   if h > 0 then redis.call('HSET', S, unpack(hs)) end
+end
+
+-- observe applies what a provider reported, from ARGV[j]: m, then m ×
+-- (axis id, adopted effective capacity or -1, remaining or -1). Levels are
+-- only lowered; an adopted capacity replaces the policy's.
+local function observe(j)
+  local m = tonumber(ARGV[j])
+  local hs = {}
+  for k = 0, m - 1 do
+    local id, adopt, rem = ARGV[j + 1 + 3 * k], tonumber(ARGV[j + 2 + 3 * k]), tonumber(ARGV[j + 3 + 3 * k])
+    for q = 1, n do
+      local a = axes[q]
+      if a.id == id then
+        if a.kind == BUCKET then
+          local l = level(a)
+          if adopt > 0 then
+            a.cap = adopt
+            hs[#hs + 1] = 'c' .. id; hs[#hs + 1] = fmt(adopt)
+            if l > adopt then l = adopt end
+          end
+          if rem >= 0 and rem < l then l = rem end
+          st['l' .. id], st['t' .. id] = fmt(l), stamp(a)
+          hs[#hs + 1] = 'l' .. id; hs[#hs + 1] = st['l' .. id]
+          hs[#hs + 1] = 't' .. id; hs[#hs + 1] = st['t' .. id]
+        elseif a.kind == DAILY then
+          if adopt > 0 then
+            a.cap = adopt
+            hs[#hs + 1] = 'c' .. id; hs[#hs + 1] = fmt(adopt)
+          end
+          local u = used(a)
+          if rem >= 0 and a.cap - rem > u then u = a.cap - rem end
+          st['w' .. id], st['d' .. id] = fmt(a.ws), fmt(u)
+          hs[#hs + 1] = 'w' .. id; hs[#hs + 1] = st['w' .. id]
+          hs[#hs + 1] = 'd' .. id; hs[#hs + 1] = st['d' .. id]
+        end
+      end
+    end
+  end
+  if #hs > 0 then redis.call('HSET', S, unpack(hs)) end
 end
 
 local function ticket()
@@ -313,15 +362,20 @@ if op == 'reserve' then
   return lease(t, ticketID, true, leaseTTL)
 
 elseif op == 'settle' then
-  -- ARGV: actual requests, tokens, input, output. Reply 1, or 0 if unknown.
-  local t = ticket()
-  if not t or t.s ~= 'g' then return 0 end
-  local delta = {}
-  for j = 1, 4 do delta[j] = tonumber(ARGV[i + j - 1]) - tonumber(t['c' .. j]) end
-  adjust(delta)
-  redis.call('ZREM', L, ARGV[i + 4])
-  redis.call('DEL', T)
-  return 1
+  -- ARGV: actual requests, tokens, input, output, ticket id, then
+  -- observations (see observe), applied whether or not the ticket is held.
+  -- Reply 1, or 0 if the ticket is not held as granted.
+  local t, held = ticket(), 0
+  if t and t.s == 'g' then
+    local delta = {}
+    for j = 1, 4 do delta[j] = tonumber(ARGV[i + j - 1]) - tonumber(t['c' .. j]) end
+    adjust(delta)
+    redis.call('ZREM', L, ARGV[i + 4])
+    redis.call('DEL', T)
+    held = 1
+  end
+  observe(i + 5)
+  return held
 
 elseif op == 'cancel' then
   -- ARGV: ticket id. Reply 1, or 0 if unknown.
@@ -344,40 +398,8 @@ elseif op == 'pause' then
   return 1
 
 elseif op == 'observe' then
-  -- ARGV: m, then m × (axis id, adopted effective capacity or -1, remaining or -1).
-  local m = tonumber(ARGV[i])
-  local hs = {}
-  for k = 0, m - 1 do
-    local id, adopt, rem = ARGV[i + 1 + 3 * k], tonumber(ARGV[i + 2 + 3 * k]), tonumber(ARGV[i + 3 + 3 * k])
-    for q = 1, n do
-      local a = axes[q]
-      if a.id == id then
-        if a.kind == BUCKET then
-          local l = level(a)
-          if adopt > 0 then
-            a.cap = adopt
-            hs[#hs + 1] = 'c' .. id; hs[#hs + 1] = fmt(adopt)
-            if l > adopt then l = adopt end
-          end
-          if rem >= 0 and rem < l then l = rem end
-          st['l' .. id], st['t' .. id] = fmt(l), nowS
-          hs[#hs + 1] = 'l' .. id; hs[#hs + 1] = st['l' .. id]
-          hs[#hs + 1] = 't' .. id; hs[#hs + 1] = st['t' .. id]
-        elseif a.kind == DAILY then
-          if adopt > 0 then
-            a.cap = adopt
-            hs[#hs + 1] = 'c' .. id; hs[#hs + 1] = fmt(adopt)
-          end
-          local u = used(a)
-          if rem >= 0 and a.cap - rem > u then u = a.cap - rem end
-          st['w' .. id], st['d' .. id] = fmt(a.ws), fmt(u)
-          hs[#hs + 1] = 'w' .. id; hs[#hs + 1] = st['w' .. id]
-          hs[#hs + 1] = 'd' .. id; hs[#hs + 1] = st['d' .. id]
-        end
-      end
-    end
-  end
-  if #hs > 0 then redis.call('HSET', S, unpack(hs)) end
+  -- ARGV: observations (see observe).
+  observe(i)
   return 1
 
 elseif op == 'snapshot' then

@@ -69,7 +69,7 @@ func TestKeyLayout(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, ttl, quota.DefaultLeaseTTL, "ticket records outlive their expiry: PEXPIRE only collects garbage")
 
-	require.NoError(t, s.Settle(ctx, gpt4o, "wf/run/1", quota.Cost{Requests: 1}))
+	require.NoError(t, s.Settle(ctx, quota.Settlement{Key: gpt4o, Ticket: "wf/run/1", Actual: quota.Cost{Requests: 1}}))
 	n, err := rdb.Exists(ctx, "tollgate:{openai/default/gpt-4o}:t:wf/run/1").Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "a settled ticket is forgotten")
@@ -168,7 +168,7 @@ func TestUnavailable(t *testing.T) {
 			_, err := s.Reserve(ctx, quota.Reservation{Key: gpt4o, Ticket: "t", Cost: quota.Cost{Requests: 1}})
 			return err
 		},
-		"settle": func() error { return s.Settle(ctx, gpt4o, "t", quota.Cost{}) },
+		"settle": func() error { return s.Settle(ctx, quota.Settlement{Key: gpt4o, Ticket: "t", Actual: quota.Cost{}}) },
 		"cancel": func() error { return s.Cancel(ctx, gpt4o, "t") },
 		"pause":  func() error { return s.Pause(ctx, gpt4o, time.Now().Add(time.Minute), "x") },
 		"observe": func() error {

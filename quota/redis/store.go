@@ -125,27 +125,27 @@ func (s *Store) decision(ks *keyState, res []any, local time.Time) (quota.Decisi
 	return d, nil
 }
 
-// Settle implements quota.Store.
-func (s *Store) Settle(ctx context.Context, key quota.Key, ticket string, actual quota.Cost) error {
-	if err := key.Validate(); err != nil {
+// Settle implements quota.Store: the cost, the lease and the observations
+// in one EVALSHA.
+func (s *Store) Settle(ctx context.Context, st quota.Settlement) error {
+	if err := st.Validate(); err != nil {
 		return err
 	}
-	if err := actual.Validate(); err != nil {
-		return err
-	}
-	ks, err := s.lookup(key)
+	ks, err := s.lookup(st.Key)
 	if err != nil {
 		return err
 	}
 	nowArg, local := s.now()
-	args := append(ks.args("settle", nowArg, local, 5),
-		actual.Requests, actual.Tokens, actual.InputTokens, actual.OutputTokens, ticket)
-	n, err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.ticket + ticket}, args...).Int()
+	a := st.Actual
+	args := append(ks.args("settle", nowArg, local, 6+3*len(st.Observed)),
+		a.Requests, a.Tokens, a.InputTokens, a.OutputTokens, st.Ticket)
+	args, _ = ks.observations(args, st.Observed)
+	n, err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.ticket + st.Ticket}, args...).Int()
 	if err != nil {
 		return s.fail("settle", ks.key, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("redis: settle %s ticket %q: %w", ks.key, ticket, quota.ErrUnknownTicket)
+		return fmt.Errorf("redis: settle %s ticket %q: %w", ks.key, st.Ticket, quota.ErrUnknownTicket)
 	}
 	return nil
 }
@@ -189,37 +189,18 @@ func (s *Store) Observe(ctx context.Context, key quota.Key, obs []quota.Observat
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	for _, o := range obs {
-		if !o.Axis.Valid() {
-			return &quota.InvalidError{Field: "observation.axis", Value: o.Axis.String(), Problem: "is not a known axis",
-				Fix: "observe one of the axes in quota.Axes()"}
-		}
+	if err := quota.ValidateObservations(obs); err != nil {
+		return err
 	}
 	ks, err := s.lookup(key)
 	if err != nil {
 		return err
 	}
 	nowArg, local := s.now()
-	args := ks.args("observe", nowArg, local, 1+3*len(obs))
-	args = append(args, "")
-	m := 0
-	for _, o := range obs {
-		if _, ok := ks.policy.Limit(o.Axis); !ok || o.Axis.Kind() == quota.Leases {
-			continue
-		}
-		// A limit headroom leaves less than one unit of is not adopted: no
-		// valid policy could give it.
-		adopt := int64(-1)
-		if eff := ks.policy.Effective(min(o.Limit, maxCapacity)); ks.policy.AdoptObservedLimits && eff >= 1 {
-			adopt = eff
-		}
-		args = append(args, axisID(o.Axis), adopt, o.Remaining)
-		m++
-	}
+	args, m := ks.observations(ks.args("observe", nowArg, local, 1+3*len(obs)), obs)
 	if m == 0 {
 		return nil
 	}
-	args[len(args)-1-3*m] = strconv.Itoa(m)
 	if err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.state}, args...).Err(); err != nil {
 		return s.fail("observe", ks.key, err)
 	}
