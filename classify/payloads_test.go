@@ -401,26 +401,33 @@ func TestResponseCapsRetryAfter(t *testing.T) {
 }
 
 func TestResponseIgnoresBadRetryAfter(t *testing.T) {
+	const (
+		openAIBody = `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`
+		geminiBody = `{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"22s"}]}}`
+	)
 	for _, tc := range []struct {
 		name    string
 		h       http.Header
+		body    string
 		want    time.Duration
 		present bool
 	}{
-		{"negative", hdr("Retry-After", "-5"), 0, false},
-		{"NaN", hdr("Retry-After", "NaN"), 0, false},
-		{"Inf", hdr("Retry-After", "+Inf"), 0, false},
-		{"exponent", hdr("Retry-After", "1e9"), 0, false},
-		{"absurd", hdr("Retry-After", "99999999999999999999"), 0, false},
-		{"garbage", hdr("Retry-After", "soon"), 0, false},
-		{"year 9999", hdr("Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT"), 0, false},
-		{"past date means now", hdr("Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT"), 0, true},
-		{"bad ms falls back to seconds", hdr("Retry-After-Ms", "oops", "Retry-After", "7"), 7 * time.Second, true},
-		{"ms wins over seconds", hdr("Retry-After-Ms", "250", "Retry-After", "7"), 250 * time.Millisecond, true},
-		{"bad header falls back to gemini body", hdr("Retry-After", "garbage"), 0, false},
+		{"negative", hdr("Retry-After", "-5"), openAIBody, 0, false},
+		{"NaN", hdr("Retry-After", "NaN"), openAIBody, 0, false},
+		{"Inf", hdr("Retry-After", "+Inf"), openAIBody, 0, false},
+		{"exponent", hdr("Retry-After", "1e9"), openAIBody, 0, false},
+		{"absurd", hdr("Retry-After", "99999999999999999999"), openAIBody, 0, false},
+		{"garbage", hdr("Retry-After", "soon"), openAIBody, 0, false},
+		{"year 9999", hdr("Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT"), openAIBody, 0, false},
+		{"past date means now", hdr("Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT"), openAIBody, 0, true},
+		{"bad ms falls back to seconds", hdr("Retry-After-Ms", "oops", "Retry-After", "7"), openAIBody, 7 * time.Second, true},
+		{"ms wins over seconds", hdr("Retry-After-Ms", "250", "Retry-After", "7"), openAIBody, 250 * time.Millisecond, true},
+		{"bad header falls back to gemini body", hdr("Retry-After", "garbage"), geminiBody, 22 * time.Second, true},
+		{"bad ms and seconds fall back to gemini body", hdr("Retry-After-Ms", "-1", "Retry-After", "NaN"), geminiBody, 22 * time.Second, true},
+		{"good header wins over gemini body", hdr("Retry-After", "7"), geminiBody, 7 * time.Second, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := classify.Response(429, tc.h, []byte(`{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`), now)
+			v := classify.Response(429, tc.h, []byte(tc.body), now)
 			require.Equal(t, classify.RateLimited, v.Class)
 			require.Equal(t, tc.present, v.HasRetryAfter)
 			require.Equal(t, tc.want, v.RetryAfter)
