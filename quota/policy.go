@@ -1,8 +1,11 @@
 package quota
 
 import (
+	"bytes"
 	"fmt"
 	"math"
+	"math/big"
+	"math/bits"
 	"sort"
 	"strconv"
 	"time"
@@ -102,9 +105,56 @@ func (p Policy) Validate() error {
 }
 
 // Effective returns capacity less Headroom, rounded down: what the store
-// budgets for an axis whose provider limit is capacity.
+// budgets for an axis whose provider limit is capacity. Headroom counts as
+// the shortest decimal that prints it (0.3, not the binary fraction nearest
+// to it), so a product that is whole in decimal is exact: 90000 less 0.3 is
+// 63000, not 62999. A capacity below 1 is returned as is.
 func (p Policy) Effective(capacity int64) int64 {
-	return int64(math.Floor(float64(capacity) * (1 - p.Headroom)))
+	if capacity < 1 || p.Headroom == 0 {
+		return capacity
+	}
+	if !(p.Headroom > 0 && p.Headroom < 1) { // an invalid policy: Validate says why
+		return int64(math.Floor(float64(capacity) * (1 - p.Headroom)))
+	}
+	// Headroom is digits × 10^-scale; the budget is capacity × (10^scale -
+	// digits) / 10^scale, rounded down, in integers.
+	var buf [32]byte
+	digits, scale := decimal(strconv.AppendFloat(buf[:0], p.Headroom, 'e', -1, 64))
+	if scale < len(pow10) {
+		hi, lo := bits.Mul64(uint64(capacity), pow10[scale]-digits)
+		q, _ := bits.Div64(hi, lo, pow10[scale]) // q <= capacity: no overflow
+		return int64(q)
+	}
+	den := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(scale)), nil)
+	num := new(big.Int).Sub(den, new(big.Int).SetUint64(digits))
+	num.Mul(num, big.NewInt(capacity))
+	return num.Quo(num, den).Int64()
+}
+
+// pow10 holds the powers of ten that fit a uint64.
+var pow10 = func() []uint64 {
+	p := []uint64{1}
+	for len(p) < 20 {
+		p = append(p, p[len(p)-1]*10)
+	}
+	return p
+}()
+
+// decimal reads a positive float formatted by strconv with 'e' and
+// precision -1 ("3e-01", "3.333333333333333e-01") as digits × 10^-scale.
+// Such a float in (0, 1) has at most 17 digits and a negative exponent, so
+// digits fits a uint64 and scale is positive.
+func decimal(b []byte) (digits uint64, scale int) {
+	e := bytes.IndexByte(b, 'e')
+	n := 0
+	for _, c := range b[:e] {
+		if c != '.' {
+			digits = digits*10 + uint64(c-'0')
+			n++
+		}
+	}
+	exp, _ := strconv.Atoi(string(b[e+1:]))
+	return digits, n - 1 - exp
 }
 
 // Reserved returns the part of an effective capacity kept from Low priority

@@ -56,6 +56,35 @@ func TestPolicyDerived(t *testing.T) {
 	require.Equal(t, time.Minute, set.LeaseTTL)
 }
 
+// TestEffective: headroom is the decimal it prints as, so a product that is
+// whole in decimal comes out whole, never a unit short to float error.
+func TestEffective(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		capacity int64
+		headroom float64
+		want     int64
+	}{
+		{"no headroom", 90000, 0, 90000},
+		{"exact tenth", 100, 0.1, 90},
+		{"exact thirty percent", 90000, 0.3, 63000},
+		{"exact ninety percent", 10, 0.9, 1},
+		{"exact fifteen percent", 1000, 0.15, 850},
+		{"rounded down", 10, 0.15, 8},
+		{"half of one", 1, 0.5, 0},
+		{"a third", 3, 1.0 / 3, 2},
+		{"a third of a large capacity", 3_000_000_000, 1.0 / 3, 2_000_000_000},
+		{"largest capacity", 1 << 50, 0.1, 1013309916158361},
+		{"tiny headroom", 1 << 50, 1e-25, 1<<50 - 1},
+		{"zero capacity", 0, 0.3, 0},
+		{"negative capacity", -1, 0.3, -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, quota.Policy{Headroom: c.headroom}.Effective(c.capacity))
+		})
+	}
+}
+
 func TestPolicies(t *testing.T) {
 	account := quota.Key{Provider: "openai", Account: "org", Model: "gpt-4o"}
 	vip := quota.Key{Provider: "openai", Account: "org", Model: "gpt-4o", Tenant: "vip"}
