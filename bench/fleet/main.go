@@ -48,7 +48,7 @@ func main() {
 	period := flag.Duration("period", time.Second, "the provider's refill period (a minute compressed)")
 	seed := flag.Uint64("seed", 1, "seed of the workload")
 	out := flag.String("out", "", "directory to write fleet.json and fleet.png to")
-	redisPath := flag.String("redis-server", "/usr/bin/redis-server", "redis-server binary")
+	redisPath := flag.String("redis-server", "redis-server", "redis-server binary: a path, or a name looked up on PATH")
 	flag.Parse()
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -178,9 +178,9 @@ func verdict(r Result) string {
 		}
 		return "MISSED"
 	}
-	return fmt.Sprintf("%s targets: goodput %.3f ≥ 0.95 %s; 429/100 %.2f ≤ 0.5 %s; calls/call %.2f ≤ 1.2 %s; completed %d/%d %s",
+	return fmt.Sprintf("%s targets: goodput %.3f ≥ 0.95 %s; 429/100 %.2f ≤ 0.5 %s; attempts/call %.2f ≤ 1.2 %s (calls/call %.2f); completed %d/%d %s",
 		r.Name, r.Goodput, check(r.Goodput >= 0.95), r.Provider429Per100, check(r.Provider429Per100 <= 0.5),
-		r.AttemptsPerCall, check(r.AttemptsPerCall <= 1.2), r.Completed, r.Total, check(r.Completed == r.Total))
+		r.AttemptsPerCall, check(r.AttemptsPerCall <= 1.2), r.ProviderCallsPerCall, r.Completed, r.Total, check(r.Completed == r.Total))
 }
 
 func writeOutputs(dir string, l limits, results []Result, panels []panel) error {

@@ -23,11 +23,14 @@ const definitions = `Definitions:
                 window. On the request axis that is accepted calls ÷ the provider's call limit.
                 The axis reaching the higher fraction is reported as binding.
   429/100       provider 429 answers per 100 provider calls, over the whole run (window + drain).
-  calls/call    provider calls (every HTTP request llmsim received) per completed LLM call
-                (an activity that returned the provider's answer), whole run.
   attempts/call Temporal activity attempts (every execution a worker started, counted by an
-                outermost interceptor, including Tollgate's scheduled-retry refusals) per
-                completed LLM call, whole run.
+                outermost interceptor, including Tollgate's scheduled-retry refusals, which end
+                at once without calling the provider) per completed LLM call, whole run:
+                attempts_per_call in fleet.json.
+  calls/call    provider calls (every HTTP request llmsim received) per completed LLM call
+                (an activity that returned the provider's answer), whole run:
+                provider_calls_per_call in fleet.json. attempts/call − calls/call is the
+                attempts that never reached the provider.
   p50/p99       workflow completion latency (start request to result), nearest rank, over the
                 workflows that completed before the drain deadline.
   peak slots    the most activity executions in flight at once across the fleet (outermost
@@ -61,19 +64,19 @@ type counts struct {
 
 // Result is one setup's line of the table and one object of fleet.json.
 type Result struct {
-	Name                    string  `json:"name"`
-	Goodput                 float64 `json:"goodput"`
-	BindingAxis             string  `json:"binding_axis"`
-	RequestUtilization      float64 `json:"request_utilization"`
-	InputTokenUtilization   float64 `json:"input_token_utilization"`
-	Provider429Per100       float64 `json:"provider_429_per_100"`
-	AttemptsPerCall         float64 `json:"attempts_per_call"`
-	ActivityAttemptsPerCall float64 `json:"activity_attempts_per_call"`
-	P50Ms                   float64 `json:"p50_ms"`
-	P99Ms                   float64 `json:"p99_ms"`
-	PeakSlots               int64   `json:"peak_slots"`
-	Completed               int     `json:"completed"`
-	Total                   int     `json:"total"`
+	Name                  string  `json:"name"`
+	Goodput               float64 `json:"goodput"`
+	BindingAxis           string  `json:"binding_axis"`
+	RequestUtilization    float64 `json:"request_utilization"`
+	InputTokenUtilization float64 `json:"input_token_utilization"`
+	Provider429Per100     float64 `json:"provider_429_per_100"`
+	AttemptsPerCall       float64 `json:"attempts_per_call"`
+	ProviderCallsPerCall  float64 `json:"provider_calls_per_call"`
+	P50Ms                 float64 `json:"p50_ms"`
+	P99Ms                 float64 `json:"p99_ms"`
+	PeakSlots             int64   `json:"peak_slots"`
+	Completed             int     `json:"completed"`
+	Total                 int     `json:"total"`
 }
 
 // summarize turns a setup's counts into its Result. Ratios with nothing to
@@ -82,19 +85,19 @@ func summarize(name string, c counts) Result {
 	reqUse := ratio(float64(c.WindowAccepted), allowance(c.RequestLimit, c.Period, c.Window))
 	tokUse := ratio(float64(c.WindowInputTokens), allowance(c.InputTokenLimit, c.Period, c.Window))
 	r := Result{
-		Name:                    name,
-		Goodput:                 reqUse,
-		BindingAxis:             "requests",
-		RequestUtilization:      reqUse,
-		InputTokenUtilization:   tokUse,
-		Provider429Per100:       100 * ratio(float64(c.Provider429), float64(c.ProviderCalls)),
-		AttemptsPerCall:         ratio(float64(c.ProviderCalls), float64(c.CompletedCalls)),
-		ActivityAttemptsPerCall: ratio(float64(c.ActivityAttempts), float64(c.CompletedCalls)),
-		P50Ms:                   millis(percentile(c.Latencies, 0.50)),
-		P99Ms:                   millis(percentile(c.Latencies, 0.99)),
-		PeakSlots:               c.PeakSlots,
-		Completed:               c.Completed,
-		Total:                   c.Total,
+		Name:                  name,
+		Goodput:               reqUse,
+		BindingAxis:           "requests",
+		RequestUtilization:    reqUse,
+		InputTokenUtilization: tokUse,
+		Provider429Per100:     100 * ratio(float64(c.Provider429), float64(c.ProviderCalls)),
+		AttemptsPerCall:       ratio(float64(c.ActivityAttempts), float64(c.CompletedCalls)),
+		ProviderCallsPerCall:  ratio(float64(c.ProviderCalls), float64(c.CompletedCalls)),
+		P50Ms:                 millis(percentile(c.Latencies, 0.50)),
+		P99Ms:                 millis(percentile(c.Latencies, 0.99)),
+		PeakSlots:             c.PeakSlots,
+		Completed:             c.Completed,
+		Total:                 c.Total,
 	}
 	if tokUse > reqUse {
 		r.Goodput, r.BindingAxis = tokUse, "input_tokens"
@@ -146,11 +149,11 @@ func writeJSON(w io.Writer, results []Result) error {
 // printTable writes results as an aligned table.
 func printTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "setup\tgoodput\tbinding\treq use\ttok use\t429/100\tcalls/call\tattempts/call\tp50 ms\tp99 ms\tpeak slots\tdone/total\t")
+	fmt.Fprintln(tw, "setup\tgoodput\tbinding\treq use\ttok use\t429/100\tattempts/call\tcalls/call\tp50 ms\tp99 ms\tpeak slots\tdone/total\t")
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%.3f\t%.3f\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t%d\t%d/%d\t\n",
 			r.Name, r.Goodput, strings.TrimSuffix(r.BindingAxis, "_tokens")+axisSuffix(r.BindingAxis), r.RequestUtilization, r.InputTokenUtilization,
-			r.Provider429Per100, r.AttemptsPerCall, r.ActivityAttemptsPerCall, r.P50Ms, r.P99Ms, r.PeakSlots, r.Completed, r.Total)
+			r.Provider429Per100, r.AttemptsPerCall, r.ProviderCallsPerCall, r.P50Ms, r.P99Ms, r.PeakSlots, r.Completed, r.Total)
 	}
 	return tw.Flush()
 }

@@ -39,8 +39,8 @@ func TestSummarize(t *testing.T) {
 			require.InDelta(t, tc.tok, r.InputTokenUtilization, 1e-9)
 			require.Equal(t, tc.binding, r.BindingAxis)
 			require.InDelta(t, 5, r.Provider429Per100, 1e-9)
-			require.InDelta(t, 1.1, r.AttemptsPerCall, 1e-9)
-			require.InDelta(t, 1.75, r.ActivityAttemptsPerCall, 1e-9)
+			require.InDelta(t, 1.75, r.AttemptsPerCall, 1e-9, "activity attempts per completed call")
+			require.InDelta(t, 1.1, r.ProviderCallsPerCall, 1e-9, "provider calls per completed call")
 			require.Equal(t, 2000.0, r.P50Ms)
 			require.Equal(t, 4000.0, r.P99Ms)
 			require.EqualValues(t, 7, r.PeakSlots)
@@ -55,6 +55,7 @@ func TestSummarizeWithNothingToDivideBy(t *testing.T) {
 	require.Zero(t, r.Goodput)
 	require.Zero(t, r.Provider429Per100)
 	require.Zero(t, r.AttemptsPerCall)
+	require.Zero(t, r.ProviderCallsPerCall)
 	require.Zero(t, r.P99Ms)
 	_, err := json.Marshal(r) // no NaN or Inf to refuse
 	require.NoError(t, err)
@@ -85,7 +86,8 @@ func TestFleetJSONShape(t *testing.T) {
 	require.Len(t, got, 2)
 	want := map[string]string{
 		"name": "string", "goodput": "number", "provider_429_per_100": "number", "attempts_per_call": "number",
-		"p50_ms": "number", "p99_ms": "number", "peak_slots": "number", "completed": "number", "total": "number",
+		"provider_calls_per_call": "number",
+		"p50_ms":                  "number", "p99_ms": "number", "peak_slots": "number", "completed": "number", "total": "number",
 	}
 	for _, obj := range got {
 		for field, typ := range want {
@@ -118,4 +120,7 @@ func TestVerdict(t *testing.T) {
 	missed := ok
 	missed.Completed = 2
 	require.Contains(t, verdict(missed), "completed 2/3 MISSED")
+	retried := ok
+	retried.AttemptsPerCall, retried.ProviderCallsPerCall = 1.9, 1
+	require.Contains(t, verdict(retried), "attempts/call 1.90 ≤ 1.2 MISSED (calls/call 1.00)")
 }
