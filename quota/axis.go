@@ -2,7 +2,6 @@ package quota
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 )
@@ -94,6 +93,9 @@ const (
 
 // Limit is one axis's budget. Build it with PerSecond, PerMinute, Per, PerDay
 // or Concurrent; the zero Limit is invalid. Limits are values: copy freely.
+// A Limit remembers which kind of constructor built it, so Validate can tell
+// quota.Per(quota.RequestsPerDay, …) from a daily limit; a Limit written as
+// a literal is judged by its Axis alone.
 type Limit struct {
 	// Axis is the dimension limited.
 	Axis Axis
@@ -106,13 +108,21 @@ type Limit struct {
 	// Location is the time zone whose midnight resets a DailyWindow; nil
 	// means UTC. Unused for the other kinds.
 	Location *time.Location
+
+	// built is the kind of limit the constructor made, 0 for a literal.
+	built Kind
 }
+
+// MinPeriod is the shortest Period a Bucket may have: stores keep time in
+// microseconds, and a shorter period would refill differently in each.
+const MinPeriod = time.Millisecond
 
 // Per returns a bucket limit of n units of axis per period (capacity n, refilled
 // continuously at n/period). axis must be Requests, Tokens, InputTokens or
-// OutputTokens.
+// OutputTokens, and period at least MinPeriod; otherwise Validate reports an
+// *InvalidError.
 func Per(axis Axis, n int64, period time.Duration) Limit {
-	return Limit{Axis: axis, Capacity: n, Period: period}
+	return Limit{Axis: axis, Capacity: n, Period: period, built: Bucket}
 }
 
 // PerSecond returns Per(axis, n, time.Second).
@@ -125,6 +135,8 @@ func PerMinute(axis Axis, n int64) Limit { return Per(axis, n, time.Minute) }
 // PerDay returns a daily window of n units that resets at midnight in loc (nil
 // means UTC). resource is Requests or Tokens; the limit's axis is
 // RequestsPerDay or TokensPerDay accordingly (those may be passed too).
+// Providers meter no other axis by the day: for any other, Validate reports
+// an *InvalidError.
 func PerDay(resource Axis, n int64, loc *time.Location) Limit {
 	axis := resource
 	switch resource {
@@ -133,11 +145,11 @@ func PerDay(resource Axis, n int64, loc *time.Location) Limit {
 	case Tokens:
 		axis = TokensPerDay
 	}
-	return Limit{Axis: axis, Capacity: n, Location: loc}
+	return Limit{Axis: axis, Capacity: n, Location: loc, built: DailyWindow}
 }
 
 // Concurrent returns a limit of n calls in flight at once.
-func Concurrent(n int64) Limit { return Limit{Axis: Concurrency, Capacity: n} }
+func Concurrent(n int64) Limit { return Limit{Axis: Concurrency, Capacity: n, built: Leases} }
 
 // Rate returns a Bucket's refill rate in units per second (0 for other kinds).
 func (l Limit) Rate() float64 {
@@ -169,11 +181,15 @@ func (l Limit) String() string {
 }
 
 // Validate reports the first thing wrong with l as an *InvalidError naming the
-// field, or nil.
+// field, or nil: an unknown axis, an axis its constructor cannot limit, a
+// capacity outside [1, 2^50], or a Bucket's period shorter than MinPeriod.
 func (l Limit) Validate() error {
 	if !l.Axis.Valid() {
 		return invalid("limit.axis", l.Axis.String(), "is not a known axis",
 			"build limits with quota.PerMinute, quota.PerDay or quota.Concurrent")
+	}
+	if l.built != 0 && l.built != l.Axis.Kind() {
+		return l.wrongAxis()
 	}
 	if l.Capacity <= 0 {
 		return invalid("limit."+l.Axis.String()+".capacity", strconv.FormatInt(l.Capacity, 10),
@@ -188,12 +204,35 @@ func (l Limit) Validate() error {
 			return invalid("limit."+l.Axis.String()+".period", l.Period.String(),
 				"must be positive", "use quota.PerMinute or a period such as 1m")
 		}
-		if r := l.Rate(); math.IsInf(r, 0) || math.IsNaN(r) || r <= 0 {
+		if l.Period < MinPeriod {
 			return invalid("limit."+l.Axis.String()+".period", l.Period.String(),
-				"gives no usable refill rate", "use a period of at least a millisecond")
+				"is shorter than a millisecond", "use a period of at least a millisecond, e.g. 1s with the capacity scaled to it")
 		}
 	}
 	return nil
+}
+
+// wrongAxis explains a limit whose constructor cannot limit its axis.
+func (l Limit) wrongAxis() error {
+	var fix string
+	switch l.Axis.Kind() {
+	case DailyWindow:
+		fix = "for a daily limit use quota.PerDay(quota.Requests, n, zone) or quota.PerDay(quota.Tokens, n, zone)"
+	case Leases:
+		fix = "for calls in flight use quota.Concurrent(n)"
+	default:
+		fix = "limit " + l.Axis.String() + " per period with quota.PerMinute, quota.PerSecond or quota.Per"
+	}
+	var problem string
+	switch l.built {
+	case Bucket:
+		problem = "does not refill over a period: quota.Per, PerSecond and PerMinute take requests, tokens, input_tokens or output_tokens"
+	case DailyWindow:
+		problem = "has no daily limit: quota.PerDay takes requests or tokens"
+	default:
+		problem = "is not concurrency: quota.Concurrent limits calls in flight"
+	}
+	return invalid("limit.axis", l.Axis.String(), problem, fix)
 }
 
 // maxCapacity keeps every level exactly representable as a float64 in Lua and

@@ -73,7 +73,7 @@ func TestLimitConstructors(t *testing.T) {
 			quota.Limit{Axis: quota.Concurrency, Capacity: 20}, "20 concurrency", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			require.Equal(t, c.want, c.limit)
+			requireLimit(t, c.want, c.limit)
 			require.Equal(t, c.str, c.limit.String())
 			require.InDelta(t, c.rate, c.limit.Rate(), 1e-12)
 			require.NoError(t, c.limit.Validate())
@@ -98,9 +98,59 @@ func TestLimitValidate(t *testing.T) {
 		{"huge capacity", quota.PerMinute(quota.Tokens, math.MaxInt64), "limit.tokens.capacity"},
 		{"zero period", quota.Per(quota.Requests, 10, 0), "limit.requests.period"},
 		{"negative period", quota.Per(quota.InputTokens, 10, -time.Second), "limit.input_tokens.period"},
+		{"nanosecond period", quota.Per(quota.Requests, 1, time.Nanosecond), "limit.requests.period"},
+		{"period under a millisecond", quota.Per(quota.Tokens, 10, time.Millisecond-time.Microsecond), "limit.tokens.period"},
+		{"literal period under a millisecond", quota.Limit{Axis: quota.Requests, Capacity: 1, Period: 999 * time.Microsecond}, "limit.requests.period"},
+		{"per with a daily axis", quota.Per(quota.RequestsPerDay, 10, time.Minute), "limit.axis"},
+		{"per with a daily axis and no period", quota.Per(quota.TokensPerDay, 10, 0), "limit.axis"},
+		{"per minute with concurrency", quota.PerMinute(quota.Concurrency, 10), "limit.axis"},
+		{"per day with input tokens", quota.PerDay(quota.InputTokens, 10, nil), "limit.axis"},
+		{"per day with output tokens", quota.PerDay(quota.OutputTokens, 10, time.UTC), "limit.axis"},
+		{"per day with concurrency", quota.PerDay(quota.Concurrency, 10, nil), "limit.axis"},
 	} {
 		t.Run(c.name, func(t *testing.T) { requireInvalid(t, c.limit.Validate(), c.field) })
 	}
+	require.NoError(t, quota.Per(quota.Requests, 1, time.Millisecond).Validate(), "a millisecond is long enough")
+	require.NoError(t, quota.Limit{Axis: quota.RequestsPerDay, Capacity: 1}.Validate(), "a literal is judged by its axis")
+}
+
+// TestLimitWrongAxisSaysWhatToUse: a constructor given an axis it cannot
+// limit says which constructor can.
+func TestLimitWrongAxisSaysWhatToUse(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		limit   quota.Limit
+		problem string
+		fix     string
+	}{
+		{"per with requests per day", quota.Per(quota.RequestsPerDay, 10, time.Minute),
+			"does not refill over a period", "quota.PerDay(quota.Requests, n, zone)"},
+		{"per with concurrency", quota.PerSecond(quota.Concurrency, 10),
+			"does not refill over a period", "quota.Concurrent(n)"},
+		{"per day with input tokens", quota.PerDay(quota.InputTokens, 10, nil),
+			"has no daily limit: quota.PerDay takes requests or tokens", "limit input_tokens per period with quota.PerMinute"},
+		{"per day with concurrency", quota.PerDay(quota.Concurrency, 10, nil),
+			"has no daily limit", "quota.Concurrent(n)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.limit.Validate()
+			var invalid *quota.InvalidError
+			require.ErrorAs(t, err, &invalid)
+			require.Equal(t, c.limit.Axis.String(), invalid.Value)
+			require.Contains(t, invalid.Problem, c.problem)
+			require.Contains(t, invalid.Fix, c.fix)
+			require.Equal(t, "limit.axis", invalid.Field, "the error is about the axis, not a period")
+		})
+	}
+}
+
+// requireLimit requires got to have want's fields.
+func requireLimit(t *testing.T, want, got quota.Limit) {
+	t.Helper()
+	require.Equal(t, want.Axis, got.Axis)
+	require.Equal(t, want.Capacity, got.Capacity)
+	require.Equal(t, want.Period, got.Period)
+	require.Equal(t, want.Location, got.Location)
 }
 
 // requireInvalid requires err to be an *quota.InvalidError about field with
