@@ -37,7 +37,7 @@ type Store interface {
 
 	// Cancel gives up a ticket that will not run: a queued reservation is
 	// refunded, a grant's estimate refunded and its lease released. Unknown
-	// tickets are not an error.
+	// tickets are not an error; an empty ticket is an *InvalidError.
 	Cancel(ctx context.Context, key Key, ticket string) error
 
 	// Pause stops admissions on key until the given time (a provider's
@@ -103,13 +103,22 @@ func (s Settlement) Validate() error {
 	if err := s.Key.Validate(); err != nil {
 		return err
 	}
-	if s.Ticket == "" {
-		return invalid("ticket", "", "is empty", "pass the ticket the call was reserved under")
+	if err := ValidateTicket(s.Ticket); err != nil {
+		return err
 	}
 	if err := s.Actual.Validate(); err != nil {
 		return err
 	}
 	return ValidateObservations(s.Observed)
+}
+
+// ValidateTicket reports an *InvalidError if ticket, given to Settle or
+// Cancel, is empty, or nil.
+func ValidateTicket(ticket string) error {
+	if ticket == "" {
+		return invalid("ticket", "", "is empty", "pass the ticket the call was reserved under")
+	}
+	return nil
 }
 
 // MaxTicketLen is the longest ticket a Store accepts, in bytes.

@@ -109,12 +109,15 @@ func (s *Store) Settle(_ context.Context, st quota.Settlement) error {
 }
 
 // Cancel refunds the cost charged under ticket and releases its lease.
-// Unknown tickets are not an error.
+// Unknown tickets are not an error; an empty one is an *quota.InvalidError.
 func (s *Store) Cancel(_ context.Context, key quota.Key, ticket string) error {
-	if err := validTicket(ticket); err != nil {
+	if err := key.Validate(); err != nil {
 		return err
 	}
-	ks, err := s.lookup(key)
+	if err := quota.ValidateTicket(ticket); err != nil {
+		return err
+	}
+	ks, err := s.state(key)
 	if err != nil {
 		return err
 	}
@@ -165,12 +168,4 @@ func (s *Store) Snapshot(_ context.Context, key quota.Key) (quota.Snapshot, erro
 	now := ks.lock(s.clock)
 	defer ks.mu.Unlock()
 	return ks.snapshot(now), nil
-}
-
-func validTicket(ticket string) error {
-	if ticket == "" {
-		return &quota.InvalidError{Field: "ticket", Value: "", Problem: "is empty",
-			Fix: "pass the ticket the call was reserved under"}
-	}
-	return nil
 }

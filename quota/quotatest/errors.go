@@ -60,7 +60,11 @@ func testInvalidInput(t *testing.T, s suite) {
 		{"settle empty key", func() error {
 			return st.Settle(ctx, quota.Settlement{Key: noProvider, Ticket: "t", Actual: reqs(1)})
 		}, "key.provider"},
+		{"settle empty ticket", func() error {
+			return st.Settle(ctx, quota.Settlement{Key: k, Actual: reqs(1)})
+		}, "ticket"},
 		{"cancel empty key", func() error { return st.Cancel(ctx, noModel, "t") }, "key.model"},
+		{"cancel empty ticket", func() error { return st.Cancel(ctx, k, "") }, "ticket"},
 		{"pause empty key", func() error { return st.Pause(ctx, noProvider, start().Add(time.Minute), "x") }, "key.provider"},
 		{"observe unknown axis", func() error {
 			return st.Observe(ctx, k, []quota.Observation{{Axis: 42, Limit: -1, Remaining: 0}})

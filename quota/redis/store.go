@@ -150,9 +150,12 @@ func (s *Store) Settle(ctx context.Context, st quota.Settlement) error {
 	return nil
 }
 
-// Cancel implements quota.Store.
+// Cancel implements quota.Store. An empty ticket is an *quota.InvalidError.
 func (s *Store) Cancel(ctx context.Context, key quota.Key, ticket string) error {
 	if err := key.Validate(); err != nil {
+		return err
+	}
+	if err := quota.ValidateTicket(ticket); err != nil {
 		return err
 	}
 	ks, err := s.lookup(key)
