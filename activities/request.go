@@ -53,7 +53,7 @@ type Request struct {
 	// from it.
 	MaxOutputTokens int64 `json:"max_output_tokens"`
 	// Temperature is the sampling temperature; nil leaves the provider's
-	// default.
+	// default. OpenAI accepts [0, 2], Anthropic [0, 1].
 	Temperature *float64 `json:"temperature,omitempty"`
 	// Tenant, when set, meters the call under a tenant's own budget inside
 	// the account's (a quota.Key's Tenant).
@@ -91,14 +91,26 @@ func (r Request) Validate() error {
 		return invalid("request.max_output_tokens", strconv.FormatInt(r.MaxOutputTokens, 10), "must be positive",
 			"bound the answer, e.g. 1024; the cost estimate is built from it")
 	}
-	if t := r.Temperature; t != nil && (math.IsNaN(*t) || *t < 0 || *t > 2) {
-		return invalid("request.temperature", strconv.FormatFloat(*t, 'g', -1, 64), "is out of range",
-			"use a value in [0, 2] (Anthropic accepts [0, 1]) or leave it unset")
+	if t := r.Temperature; t != nil {
+		hi := maxTemperature(r.Provider)
+		if math.IsNaN(*t) || *t < 0 || *t > hi {
+			return invalid("request.temperature", strconv.FormatFloat(*t, 'g', -1, 64), "is out of range for "+r.Provider,
+				fmt.Sprintf("use a value in [0, %g] or leave it unset", hi))
+		}
 	}
 	if r.Priority != quota.Normal && r.Priority != quota.Low {
 		return invalid("request.priority", strconv.Itoa(int(r.Priority)), "is not a known priority", "use quota.Normal (0) or quota.Low (-1)")
 	}
 	return nil
+}
+
+// maxTemperature is the highest sampling temperature the provider accepts:
+// 2 for OpenAI Chat Completions, 1 for Anthropic Messages.
+func maxTemperature(provider string) float64 {
+	if provider == Anthropic {
+		return 1
+	}
+	return 2
 }
 
 // Characters counts the characters (Unicode code points) of the system

@@ -3,6 +3,7 @@ package activities
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -114,6 +115,55 @@ func TestValidateNamesTheField(t *testing.T) {
 			require.True(t, strings.HasPrefix(err.Error(), "activities: "+tc.field))
 		})
 	}
+}
+
+func TestValidateTemperatureByProvider(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		provider string
+		temp     float64
+		fix      string // empty: valid
+	}{
+		{"openai zero", OpenAI, 0, ""},
+		{"openai one and a half", OpenAI, 1.5, ""},
+		{"openai two", OpenAI, 2, ""},
+		{"openai above two", OpenAI, 2.01, "use a value in [0, 2]"},
+		{"openai negative", OpenAI, -0.1, "use a value in [0, 2]"},
+		{"openai NaN", OpenAI, math.NaN(), "use a value in [0, 2]"},
+		{"anthropic zero", Anthropic, 0, ""},
+		{"anthropic one", Anthropic, 1, ""},
+		{"anthropic above one", Anthropic, 1.5, "use a value in [0, 1]"},
+		{"anthropic two", Anthropic, 2, "use a value in [0, 1]"},
+		{"anthropic negative", Anthropic, -1, "use a value in [0, 1]"},
+		{"anthropic infinite", Anthropic, math.Inf(1), "use a value in [0, 1]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := validRequest(tc.provider)
+			temp := tc.temp
+			r.Temperature = &temp
+			err := r.Validate()
+			if tc.fix == "" {
+				require.NoError(t, err)
+				return
+			}
+			var ie *InvalidRequestError
+			require.ErrorAs(t, err, &ie)
+			require.Equal(t, "request.temperature", ie.Field)
+			require.Equal(t, "is out of range for "+tc.provider, ie.Problem)
+			require.Contains(t, ie.Fix, tc.fix)
+		})
+	}
+	t.Run("a fallback to anthropic rechecks the range", func(t *testing.T) {
+		temp := 1.5
+		r := validRequest(OpenAI)
+		r.Temperature = &temp
+		require.NoError(t, r.Validate())
+		_, err := r.WithModel(Anthropic, "claude-haiku-4-5").QuotaCharge()
+		var ie *InvalidRequestError
+		require.ErrorAs(t, err, &ie)
+		require.Equal(t, "request.temperature", ie.Field)
+		require.Contains(t, err.Error(), "[0, 1]")
+	})
 }
 
 func TestQuotaUsage(t *testing.T) {
