@@ -40,17 +40,26 @@ func (e *InvalidError) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
-// OversizeError reports a cost that can never fit an axis: more than its
-// whole capacity.
+// OversizeError reports a cost that can never fit an axis: more than the
+// whole capacity open to the call's priority.
 type OversizeError struct {
-	Key      Key
-	Axis     Axis
-	Cost     int64
+	Key  Key
+	Axis Axis
+	Cost int64
+	// Capacity is the most the call's priority may ever be charged on
+	// Axis: the effective capacity, less the PriorityReserve for Low
+	// priority, rounded down.
 	Capacity int64
+	// Priority is the call's priority.
+	Priority Priority
 }
 
-// Error names the axis, the cost and the capacity.
+// Error names the axis, the cost and the capacity open to the priority.
 func (e *OversizeError) Error() string {
+	if e.Priority == Low {
+		return fmt.Sprintf("quota: %s costs %d %s but the capacity open to low priority is %d: it can never fit; lower the request's size (e.g. max tokens), raise the limit or lower the priority reserve",
+			e.Key, e.Cost, e.Axis, e.Capacity)
+	}
 	return fmt.Sprintf("quota: %s costs %d %s but the capacity is %d: it can never fit; lower the request's size (e.g. max tokens) or raise the limit",
 		e.Key, e.Cost, e.Axis, e.Capacity)
 }

@@ -56,6 +56,9 @@ func TestErrors(t *testing.T) {
 	require.False(t, errors.Is(oversize, quota.ErrInvalid))
 	require.EqualError(t, oversize, "quota: openai/default/gpt-4o costs 200000 tokens but the capacity is 90000: "+
 		"it can never fit; lower the request's size (e.g. max tokens) or raise the limit")
+	low := error(&quota.OversizeError{Key: k, Axis: quota.Requests, Cost: 9, Capacity: 8, Priority: quota.Low})
+	require.EqualError(t, low, "quota: openai/default/gpt-4o costs 9 requests but the capacity open to low priority is 8: "+
+		"it can never fit; lower the request's size (e.g. max tokens), raise the limit or lower the priority reserve")
 
 	noPolicy := quota.NoPolicyError(k)
 	require.ErrorIs(t, noPolicy, quota.ErrNoPolicy)

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -93,8 +94,9 @@ func (ks *keyState) reserve(now time.Time, r quota.Reservation) (quota.Decision,
 func (ks *keyState) oversize(r quota.Reservation) error {
 	check := func(axis quota.Axis, capacity int64) error {
 		cost := r.Cost.On(axis)
-		if float64(cost) > float64(capacity)-ks.reserved(r.Priority, capacity) {
-			return &quota.OversizeError{Key: ks.key, Axis: axis, Cost: cost, Capacity: capacity}
+		if open := float64(capacity) - ks.reserved(r.Priority, capacity); float64(cost) > open {
+			return &quota.OversizeError{Key: ks.key, Axis: axis, Cost: cost,
+				Capacity: int64(math.Floor(open)), Priority: r.Priority}
 		}
 		return nil
 	}

@@ -136,18 +136,28 @@ func testPriorityReserve(t *testing.T, s suite) {
 	e.expectAs(queued(time.Second, rq), "normal-d", reqs(1), quota.Normal)
 	e.level(rq, -1)
 
-	// Low may never ask for more than capacity less the reserve.
-	_, err := e.store.Reserve(e.ctx, quota.Reservation{Key: e.key, Ticket: "low-e", Cost: reqs(9), Priority: quota.Low})
-	var oversize *quota.OversizeError
-	require.ErrorAs(t, err, &oversize)
-	require.Equal(t, quota.OversizeError{Key: e.key, Axis: rq, Cost: 9, Capacity: 10}, *oversize)
+	// Low may never ask for more than capacity less the reserve, and is
+	// told that capacity.
+	requireOversize(t, e, "low-e", reqs(9), quota.Low,
+		quota.OversizeError{Key: e.key, Axis: rq, Cost: 9, Capacity: 8, Priority: quota.Low})
 	e.level(rq, -1)
+
+	// A fractional reserve leaves Low the whole units below it.
+	f := s.setup(t, "priority-reserve-fraction", quota.Policy{
+		Limits:          []quota.Limit{quota.Per(rq, 10, 10*time.Second)}, // 2.5 reserved
+		PriorityReserve: 0.25,
+	})
+	requireOversize(t, f, "low-a", reqs(8), quota.Low,
+		quota.OversizeError{Key: f.key, Axis: rq, Cost: 8, Capacity: 7, Priority: quota.Low})
+	f.expectAs(granted, "low-b", reqs(7), quota.Low)
 
 	// Daily windows keep the reserve too.
 	d := s.setup(t, "priority-reserve-daily", quota.Policy{
 		Limits:          []quota.Limit{quota.PerDay(tk, 1000, nil)},
 		PriorityReserve: 0.2,
 	})
+	requireOversize(t, d, "low-big", tokens(801), quota.Low,
+		quota.OversizeError{Key: d.key, Axis: tpd, Cost: 801, Capacity: 800, Priority: quota.Low})
 	d.expectAs(granted, "low-a", tokens(800), quota.Low)
 	d.expectAs(refused(6*time.Hour, quota.DailyLimit, tpd), "low-b", tokens(1), quota.Low)
 	d.expectAs(granted, "normal-c", tokens(200), quota.Normal)
@@ -201,4 +211,14 @@ func testOversize(t *testing.T, s suite) {
 	}
 	e.expect(granted, "whole", quota.Cost{Requests: 10, Tokens: 1000})
 	e.levels(map[quota.Axis]float64{rq: 0, tpd: 0})
+}
+
+// requireOversize requires reserving cost at priority under ticket to fail
+// with want.
+func requireOversize(t *testing.T, e *env, ticket string, cost quota.Cost, priority quota.Priority, want quota.OversizeError) {
+	t.Helper()
+	_, err := e.store.Reserve(e.ctx, quota.Reservation{Key: e.key, Ticket: ticket, Cost: cost, Priority: priority})
+	var oversize *quota.OversizeError
+	require.ErrorAs(t, err, &oversize)
+	require.Equal(t, want, *oversize)
 }

@@ -285,7 +285,8 @@ end
 
 if op == 'reserve' then
   -- ARGV: ticket, low (1/0), cost requests, tokens, input, output. The
-  -- ticket keeps the cost as passed.
+  -- ticket keeps the cost as passed. A cost that can never fit replies {0,
+  -- axis, cost, the capacity open to the priority, rounded down}.
   local ticketID = ARGV[i]
   local low = ARGV[i + 1] == '1'
   local prioRes = low and tonumber(ARGV[5])
@@ -303,7 +304,7 @@ if op == 'reserve' then
       end
       local limit = a.cap
       if low then limit = a.cap - a.cap * prioRes end
-      if c > limit then return {0, tonumber(a.id), c, a.cap} end
+      if c > limit then return {0, tonumber(a.id), c, math.floor(limit)} end
     end
   end
 

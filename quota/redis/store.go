@@ -97,15 +97,16 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 	if err != nil {
 		return quota.Decision{}, s.fail("reserve", ks.key, err)
 	}
-	return s.decision(ks, res, local)
+	return s.decision(ks, res, local, r.Priority)
 }
 
-// decision reads the script's reserve reply (see lua.go).
-func (s *Store) decision(ks *keyState, res []any, local time.Time) (quota.Decision, error) {
+// decision reads the script's reserve reply (see lua.go) to a call at
+// priority.
+func (s *Store) decision(ks *keyState, res []any, local time.Time, priority quota.Priority) (quota.Decision, error) {
 	outcome := toInt(res, 0)
 	if outcome == 0 && len(res) == 4 {
 		return quota.Decision{}, &quota.OversizeError{Key: ks.key, Axis: quota.Axis(toInt(res, 1)),
-			Cost: toInt(res, 2), Capacity: toInt(res, 3)}
+			Cost: toInt(res, 2), Capacity: toInt(res, 3), Priority: priority}
 	}
 	if len(res) != 7 || outcome < int64(quota.Granted) || outcome > int64(quota.Refused) {
 		return quota.Decision{}, fmt.Errorf("redis: reserve %s: unexpected script reply %v", ks.key, res)
