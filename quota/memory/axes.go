@@ -33,22 +33,21 @@ func newBucket(axis quota.Axis, period time.Duration, capacity int64) bucket {
 // level is the bucket's level at now, refilled lazily and capped at capacity.
 func (b *bucket) level(now time.Time) float64 { return b.lim.TokensAt(now) }
 
-// charge takes n units at now (n < 0 refunds). ReserveN never grants more
-// than the burst in one call, so larger charges go in burst-sized parts; a
-// refund is a negative reservation, which rate.Limiter caps at the burst the
-// next time it reads the level (Reservation.Cancel would refund nothing once
-// the reservation's time has passed).
+// charge takes n units at now (n < 0 refunds), in one step whatever n is.
+// ReserveN refuses more than the burst, so a charge above the capacity (a
+// settled overrun) raises the burst to n for the call: SetBurstAt first
+// stores the level read under the old burst, capped at the capacity, and
+// the second SetBurstAt, at the same instant, leaves the level as charged.
+// A refund is a negative reservation, which rate.Limiter caps at the burst
+// the next time it reads the level (Reservation.Cancel would refund nothing
+// once the reservation's time has passed).
 func (b *bucket) charge(now time.Time, n int64) {
-	if n < 0 {
-		b.lim.ReserveN(now, int(n))
-		return
+	if n > b.capacity {
+		b.lim.SetBurstAt(now, int(n))
+		defer b.lim.SetBurstAt(now, int(b.capacity))
 	}
-	for n > 0 {
-		part := min(n, b.capacity)
-		if !b.lim.ReserveN(now, int(part)).OK() {
-			panic("memory: rate.Limiter refused a charge within its burst")
-		}
-		n -= part
+	if !b.lim.ReserveN(now, int(n)).OK() {
+		panic("memory: rate.Limiter refused a charge within its burst")
 	}
 }
 

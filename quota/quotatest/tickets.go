@@ -97,6 +97,17 @@ func testSettle(t *testing.T, s suite) {
 	e.settle("d", tokens(20000))
 	e.levels(map[quota.Axis]float64{tk: -14000, tpd: 78300})
 	e.expect(queued(141*time.Second, tk), "e", tokens(100))
+
+	// However many times the capacity an overrun is, it is charged whole.
+	h := s.setup(t, "settle-huge", quota.Policy{Limits: []quota.Limit{
+		quota.Per(tk, 1, time.Second),
+		quota.PerDay(tk, 1, nil),
+	}})
+	h.expect(granted, "a", tokens(1))
+	h.settle("a", tokens(1<<40))
+	h.levels(map[quota.Axis]float64{tk: 1 - 1<<40, tpd: 1 - 1<<40})
+	h.clock.Advance(time.Second)
+	h.level(tk, 2-1<<40)
 }
 
 // testCancel: Cancel refunds a queued or granted ticket's whole charge
