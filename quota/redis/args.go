@@ -48,10 +48,15 @@ type dailyArgs struct {
 func newKeyState(prefix string, k quota.Key, p quota.Policy) *keyState {
 	tag := prefix + ":{" + k.String() + "}"
 	ks := &keyState{key: k, policy: p, state: tag, leases: tag + ":leases", ticket: tag + ":t:"}
+	adopt := "0"
+	if p.AdoptObservedLimits {
+		adopt = "1"
+	}
 	ks.static = []any{
 		micros(p.MaxWait),
 		micros(p.LeaseTTL),
 		strconv.FormatFloat(p.PriorityReserve, 'g', -1, 64),
+		adopt,
 		"", // count, set below
 	}
 	n := 0
@@ -72,7 +77,7 @@ func newKeyState(prefix string, k quota.Key, p quota.Policy) *keyState {
 		}
 		ks.static = append(ks.static, axisID(a), kind, strconv.FormatInt(p.Effective(l.Capacity), 10), period)
 	}
-	ks.static[3] = strconv.Itoa(n)
+	ks.static[4] = strconv.Itoa(n)
 	return ks
 }
 

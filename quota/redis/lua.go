@@ -14,15 +14,20 @@ import goredis "github.com/redis/go-redis/v9"
 //	1  op: reserve | settle | cancel | pause | observe | snapshot
 //	2  now in unix µs, or "" to read Redis TIME
 //	3  max wait µs   4 lease TTL µs   5 priority reserve (fraction)
-//	6  n, the number of limits, then n × (axis, kind, effective capacity,
+//	6  1 if the policy adopts observed limits, else 0
+//	7  n, the number of limits, then n × (axis, kind, effective capacity,
 //	   period µs), in quota.Axes() order
 //	…  for each daily limit, 6 midnights (unix µs) around the caller's clock
 //	…  the op's own arguments (see each op below)
 //
 // State hash fields, per axis id a: l<a>/t<a> bucket level and the time it
 // was computed at, w<a>/d<a> daily window start and units used in it,
-// c<a> adopted effective capacity; pu/pr pause end and reason. The state hash
-// and lease zset have no TTL: there is one of each per key with a policy.
+// c<a> adopted effective capacity and o<a> the configured effective capacity
+// it was adopted under; pu/pr pause end and reason. An adopted capacity
+// counts only for a policy that adopts and is configured as o<a> says, so a
+// changed configuration wins over what an earlier one adopted. The state
+// hash and lease zset have no TTL: there is one of each per key with a
+// policy.
 //
 // A ticket is one string (GET and SET … PX are a call each, where a hash
 // would need two to write): "s m x a c1 c2 c3 c4", with s q(ueued) or
@@ -79,21 +84,25 @@ end
 -- costOn maps an axis id to the index of the cost part it charges.
 local costOn = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 1, ['6'] = 2}
 
--- Each axis: id and kind as passed, cap (the adopted one if any), period µs
--- (buckets only), ci its cost part (none for concurrency).
-local n = tonumber(ARGV[6])
+-- Each axis: id and kind as passed, cap (the adopted one if it counts, see
+-- the header), conf the configured capacity as passed, period µs (buckets
+-- only), ci its cost part (none for concurrency).
+local adopts = ARGV[6] == '1'
+local n = tonumber(ARGV[7])
 local axes = {}
 local conc, daily
 local lastP, period -- axes usually share a period: parse each one once
-local i = 7
+local i = 8
 for k = 1, n do
-  local id, kind = ARGV[i], ARGV[i + 1]
+  local id, kind, conf = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if kind == BUCKET and ARGV[i + 3] ~= lastP then
     lastP = ARGV[i + 3]
     period = tonumber(lastP)
   end
+  local cap = conf
+  if adopts and st['o' .. id] == conf and st['c' .. id] then cap = st['c' .. id] end
   -- Every field is named here so the table is sized once (lv: see adjust).
-  local a = {id = id, kind = kind, cap = tonumber(st['c' .. id] or ARGV[i + 2]), ci = costOn[id],
+  local a = {id = id, kind = kind, cap = tonumber(cap), conf = conf, ci = costOn[id],
     period = kind == BUCKET and period or nil, lv = nil}
   if kind == LEASES then
     conc = a
@@ -183,7 +192,8 @@ end
 
 -- observe applies what a provider reported, from ARGV[j]: m, then m ×
 -- (axis id, adopted effective capacity or -1, remaining or -1). Levels are
--- only lowered; an adopted capacity replaces the policy's.
+-- only lowered; an adopted capacity replaces the policy's, recorded with the
+-- configured capacity it was adopted under.
 local function observe(j)
   local m = tonumber(ARGV[j])
   local hs = {}
@@ -197,6 +207,7 @@ local function observe(j)
           if adopt > 0 then
             a.cap = adopt
             hs[#hs + 1] = 'c' .. id; hs[#hs + 1] = fmt(adopt)
+            hs[#hs + 1] = 'o' .. id; hs[#hs + 1] = a.conf
             if l > adopt then l = adopt end
           end
           if rem >= 0 and rem < l then l = rem end
@@ -207,6 +218,7 @@ local function observe(j)
           if adopt > 0 then
             a.cap = adopt
             hs[#hs + 1] = 'c' .. id; hs[#hs + 1] = fmt(adopt)
+            hs[#hs + 1] = 'o' .. id; hs[#hs + 1] = a.conf
           end
           local u = used(a)
           if rem >= 0 and a.cap - rem > u then u = a.cap - rem end

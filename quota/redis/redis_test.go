@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/memory"
 	"github.com/tollgate/tollgate/quota/quotatest"
 	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/testsuite/redistest"
@@ -203,4 +204,74 @@ func TestCancelledContextIsNotUnavailable(t *testing.T) {
 	_, err = s.Snapshot(ctx, gpt4o)
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, err, quota.ErrUnavailable)
+}
+
+// TestAdoptedLimitFollowsConfig: a limit adopted from a provider's report is
+// shared by every store with the same configuration, but a store configured
+// differently (another capacity, another headroom, or not adopting) uses its
+// own configuration on that axis, as a memory store just started does.
+func TestAdoptedLimitFollowsConfig(t *testing.T) {
+	rdb := redistest.Start(t)
+	ctx := context.Background()
+	clock := quotatest.NewClock(time.Date(2025, 1, 15, 18, 0, 0, 0, time.UTC))
+	store := func(p quota.Policy) *redis.Store {
+		t.Helper()
+		s, err := redis.New(rdb, policies(t, p), redis.Options{Clock: clock})
+		require.NoError(t, err)
+		return s
+	}
+	capacities := func(s quota.Store) map[quota.Axis]int64 {
+		t.Helper()
+		snap, err := s.Snapshot(ctx, gpt4o)
+		require.NoError(t, err)
+		caps := map[quota.Axis]int64{}
+		for _, l := range snap.Axes {
+			caps[l.Axis] = l.Capacity
+		}
+		return caps
+	}
+	limits := func(rpm, tpd int64) []quota.Limit {
+		return []quota.Limit{quota.PerMinute(quota.Requests, rpm), quota.PerDay(quota.Tokens, tpd, nil)}
+	}
+	adopting := quota.Policy{Limits: limits(100, 10000), AdoptObservedLimits: true}
+
+	a := store(adopting)
+	require.NoError(t, a.Observe(ctx, gpt4o, []quota.Observation{
+		{Axis: quota.Requests, Limit: 50, Remaining: -1},
+		{Axis: quota.TokensPerDay, Limit: 5000, Remaining: -1},
+	}))
+	adopted := map[quota.Axis]int64{quota.Requests: 50, quota.TokensPerDay: 5000}
+	require.Equal(t, adopted, capacities(a))
+	require.Equal(t, adopted, capacities(store(adopting)), "the fleet shares what it adopted")
+
+	for _, c := range []struct {
+		name   string
+		policy quota.Policy
+		want   map[quota.Axis]int64
+	}{
+		{"not adopting", quota.Policy{Limits: limits(100, 10000)},
+			map[quota.Axis]int64{quota.Requests: 100, quota.TokensPerDay: 10000}},
+		{"another capacity", quota.Policy{Limits: limits(200, 20000), AdoptObservedLimits: true},
+			map[quota.Axis]int64{quota.Requests: 200, quota.TokensPerDay: 20000}},
+		{"another headroom", quota.Policy{Limits: limits(100, 10000), Headroom: 0.1, AdoptObservedLimits: true},
+			map[quota.Axis]int64{quota.Requests: 90, quota.TokensPerDay: 9000}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, capacities(store(c.policy)))
+			m, err := memory.New(policies(t, c.policy), memory.Options{Clock: clock})
+			require.NoError(t, err)
+			require.Equal(t, c.want, capacities(m), "a fresh memory store agrees")
+		})
+	}
+
+	// A change to one axis leaves the other's adoption standing.
+	require.Equal(t, map[quota.Axis]int64{quota.Requests: 50, quota.TokensPerDay: 20000},
+		capacities(store(quota.Policy{Limits: limits(100, 20000), AdoptObservedLimits: true})))
+
+	// A store that adopts under the new configuration replaces the
+	// adoption, which the old configuration then ignores too.
+	b := store(quota.Policy{Limits: limits(200, 20000), AdoptObservedLimits: true})
+	require.NoError(t, b.Observe(ctx, gpt4o, []quota.Observation{{Axis: quota.Requests, Limit: 150, Remaining: -1}}))
+	require.Equal(t, map[quota.Axis]int64{quota.Requests: 150, quota.TokensPerDay: 20000}, capacities(b))
+	require.Equal(t, map[quota.Axis]int64{quota.Requests: 100, quota.TokensPerDay: 5000}, capacities(a))
 }
