@@ -113,9 +113,13 @@ func (w *window) roll(now time.Time) {
 func (w *window) add(n int64) { w.used = max(w.used+n, 0) }
 
 // adoptable returns p's budget for a limit a provider reported, capped at
-// maxCapacity, and false when headroom leaves less than one unit of it (such
-// a limit is not adopted, as a policy giving it would not validate).
+// maxCapacity, and false when p does not adopt limits or headroom leaves less
+// than one unit of it (such a limit is not adopted, as a policy giving it
+// would not validate).
 func adoptable(p quota.Policy, limit int64) (int64, bool) {
+	if !p.AdoptObservedLimits || limit < 1 {
+		return 0, false
+	}
 	eff := p.Effective(min(limit, maxCapacity))
 	return eff, eff >= 1
 }

@@ -316,7 +316,7 @@ func (ks *keyState) observe(now time.Time, obs []quota.Observation) {
 				if b.axis != o.Axis {
 					continue
 				}
-				if eff, ok := adoptable(ks.policy, o.Limit); ok && ks.policy.AdoptObservedLimits {
+				if eff, ok := adoptable(ks.policy, o.Limit); ok {
 					b.resize(now, eff)
 				}
 				if o.Remaining >= 0 {
@@ -330,7 +330,7 @@ func (ks *keyState) observe(now time.Time, obs []quota.Observation) {
 					continue
 				}
 				w.roll(now)
-				if eff, ok := adoptable(ks.policy, o.Limit); ok && ks.policy.AdoptObservedLimits {
+				if eff, ok := adoptable(ks.policy, o.Limit); ok {
 					w.capacity = eff
 				}
 				if o.Remaining >= 0 {

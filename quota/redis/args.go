@@ -107,8 +107,10 @@ func (ks *keyState) observations(args []any, obs []quota.Observation) ([]any, in
 		// A limit headroom leaves less than one unit of is not adopted: no
 		// valid policy could give it.
 		adopt := int64(-1)
-		if eff := ks.policy.Effective(min(o.Limit, maxCapacity)); ks.policy.AdoptObservedLimits && eff >= 1 {
-			adopt = eff
+		if ks.policy.AdoptObservedLimits && o.Limit >= 1 {
+			if eff := ks.policy.Effective(min(o.Limit, maxCapacity)); eff >= 1 {
+				adopt = eff
+			}
 		}
 		args = append(args, axisID(o.Axis), adopt, o.Remaining)
 		m++
