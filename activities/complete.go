@@ -87,7 +87,7 @@ func (a *Activities) completeOpenAI(ctx context.Context, req Request) (Response,
 		params.Temperature = openai.Float(*req.Temperature)
 	}
 	var raw *http.Response
-	c, err := a.openai.Chat.Completions.New(ctx, params, openaioption.WithResponseInto(&raw))
+	c, err := a.openai.New(ctx, params, openaioption.WithResponseInto(&raw))
 	if err != nil {
 		return Response{}, fmt.Errorf("activities: openai chat completion (model %s): %w", req.Model, err)
 	}

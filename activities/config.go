@@ -3,6 +3,7 @@ package activities
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -37,10 +38,18 @@ type ProviderConfig struct {
 	// for OpenAI beyond the activity's context; Anthropic's computed
 	// non-streaming timeout).
 	Timeout time.Duration
+	// Organization (OpenAI only) is sent as OpenAI-Organization, for a key
+	// that belongs to several organizations; empty sends none. The
+	// OPENAI_ORG_ID environment variable is not consulted.
+	Organization string
+	// Project (OpenAI only) is sent as OpenAI-Project; empty sends none. The
+	// OPENAI_PROJECT_ID environment variable is not consulted.
+	Project string
 }
 
 func (p ProviderConfig) configured() bool {
-	return p.APIKey != "" || p.BaseURL != "" || p.HTTPClient != nil || p.Timeout != 0
+	return p.APIKey != "" || p.BaseURL != "" || p.HTTPClient != nil || p.Timeout != 0 ||
+		p.Organization != "" || p.Project != ""
 }
 
 func (p ProviderConfig) validate(name string) error {
@@ -57,7 +66,36 @@ func (p ProviderConfig) validate(name string) error {
 	if p.Timeout < 0 {
 		return invalid("config."+name+".timeout", p.Timeout.String(), "is negative", "use 0 for the SDK's default or a positive duration")
 	}
+	for _, f := range [...]struct{ field, value, example string }{
+		{"organization", p.Organization, `"org-…"`},
+		{"project", p.Project, `"proj_…"`},
+	} {
+		switch {
+		case f.value == "":
+		case name != OpenAI:
+			return invalid("config."+name+"."+f.field, f.value, "is set for "+name,
+				"only OpenAI takes an organization or project; leave it empty (an Anthropic key belongs to one workspace)")
+		case !validHeaderValue(f.value):
+			return invalid("config."+name+"."+f.field, f.value, "has spaces at its ends or control characters",
+				"set the bare id, e.g. "+f.example)
+		}
+	}
 	return nil
+}
+
+// validHeaderValue reports whether v can be sent as an HTTP header value as
+// it is: no control characters and no spaces at its ends, which net/http
+// would refuse (or trim) only when the request is sent.
+func validHeaderValue(v string) bool {
+	if strings.TrimSpace(v) != v {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // httpClient returns a copy of the configured client whose transport records
@@ -85,13 +123,16 @@ type Config struct {
 // Activities runs LLM calls. Build it with New and register it once per
 // worker (Register). It is safe for concurrent use.
 type Activities struct {
-	openai    *openai.Client
+	openai    *openai.ChatCompletionService
 	anthropic *anthropic.Client
 }
 
 // New builds one SDK client per configured provider, with the SDK's retries
-// off and a transport that records responses for the interceptor. It returns
-// an *InvalidRequestError naming the bad field of cfg.
+// off and a transport that records responses for the interceptor. The
+// clients are configured by cfg alone: neither SDK reads its environment
+// variables (OPENAI_BASE_URL, OPENAI_ORG_ID, OPENAI_CUSTOM_HEADERS,
+// ANTHROPIC_BASE_URL, …). It returns an *InvalidRequestError naming the bad
+// field of cfg.
 func New(cfg Config) (*Activities, error) {
 	a := &Activities{}
 	if !cfg.OpenAI.configured() && !cfg.Anthropic.configured() {
@@ -114,7 +155,17 @@ func New(cfg Config) (*Activities, error) {
 		if p.Timeout > 0 {
 			opts = append(opts, openaioption.WithRequestTimeout(p.Timeout))
 		}
-		c := openai.NewClient(opts...)
+		if p.Organization != "" {
+			opts = append(opts, openaioption.WithOrganization(p.Organization))
+		}
+		if p.Project != "" {
+			opts = append(opts, openaioption.WithProject(p.Project))
+		}
+		// Not openai.NewClient: it applies the OPENAI_* environment
+		// variables (base URL, keys, organization, project, custom headers)
+		// before these options and has no public switch to skip them. The
+		// service alone takes only the options given.
+		c := openai.NewChatCompletionService(opts...)
 		a.openai = &c
 	}
 	if p := cfg.Anthropic; p.configured() {
