@@ -28,7 +28,8 @@ type Store interface {
 
 	// Settle records a granted call's actual cost: the difference from the
 	// charged estimate is charged or refunded, and its concurrency lease is
-	// released. What the provider reported with the call (s.Observed) is
+	// released. A daily window is corrected only while the day the estimate
+	// was charged in lasts: a new day owes nothing for an earlier one's. What the provider reported with the call (s.Observed) is
 	// applied in the same step, after the cost, as Observe applies it, and
 	// whether or not the ticket is held. Settling a ticket the store does
 	// not hold as granted (never reserved, already settled, or expired)
@@ -36,8 +37,9 @@ type Store interface {
 	Settle(ctx context.Context, s Settlement) error
 
 	// Cancel gives up a ticket that will not run: a queued reservation is
-	// refunded, a grant's estimate refunded and its lease released. Unknown
-	// tickets are not an error; an empty ticket is an *InvalidError.
+	// refunded, a grant's estimate refunded and its lease released (daily
+	// windows as Settle corrects them). Unknown tickets are not an error; an
+	// empty ticket is an *InvalidError.
 	Cancel(ctx context.Context, key Key, ticket string) error
 
 	// Pause stops admissions on key until the given time (a provider's

@@ -109,6 +109,9 @@ func (w *window) roll(now time.Time) {
 	w.used = 0
 }
 
+// holds reports whether t falls in the window's day.
+func (w *window) holds(t time.Time) bool { return !t.Before(w.start) && t.Before(w.end) }
+
 // add changes used by n (n < 0 refunds), never below zero.
 func (w *window) add(n int64) { w.used = max(w.used+n, 0) }
 

@@ -146,7 +146,7 @@ func (ks *keyState) fresh(now time.Time, r quota.Reservation) quota.Decision {
 		ks.windows[i].add(r.Cost.On(ks.windows[i].axis))
 	}
 	maturity := now.Add(wait)
-	slot := ks.tickets.add(ticket{id: r.Ticket, charged: r.Cost, state: queued, axis: axis,
+	slot := ks.tickets.add(ticket{id: r.Ticket, charged: r.Cost, chargedAt: now, state: queued, axis: axis,
 		maturity: maturity, expiry: maturity.Add(ks.policy.LeaseTTL)})
 	if wait > 0 {
 		return quota.Decision{Outcome: quota.Queued, Wait: wait, Reason: quota.Capacity, Axis: axis}
@@ -217,16 +217,7 @@ func (ks *keyState) settle(now time.Time, id string, actual quota.Cost) bool {
 	if !ok || ks.tickets.slab[slot].state != granted {
 		return false
 	}
-	charged := ks.tickets.slab[slot].charged
-	for i := range ks.buckets {
-		b := &ks.buckets[i]
-		b.charge(now, actual.On(b.axis)-charged.On(b.axis))
-	}
-	for i := range ks.windows {
-		w := &ks.windows[i]
-		w.roll(now)
-		w.add(actual.On(w.axis) - charged.On(w.axis))
-	}
+	ks.correct(now, &ks.tickets.slab[slot], actual)
 	ks.forget(slot)
 	return true
 }
@@ -238,17 +229,25 @@ func (ks *keyState) cancel(now time.Time, id string) {
 	if !ok {
 		return
 	}
-	charged := ks.tickets.slab[slot].charged
+	ks.correct(now, &ks.tickets.slab[slot], quota.Cost{})
+	ks.forget(slot)
+}
+
+// correct charges every axis actual less what t was charged (refunding when
+// negative). A daily window is corrected only if it is still the day t was
+// charged in: a new day owes nothing for an estimate made the day before.
+func (ks *keyState) correct(now time.Time, t *ticket, actual quota.Cost) {
 	for i := range ks.buckets {
 		b := &ks.buckets[i]
-		b.charge(now, -charged.On(b.axis))
+		b.charge(now, actual.On(b.axis)-t.charged.On(b.axis))
 	}
 	for i := range ks.windows {
 		w := &ks.windows[i]
 		w.roll(now)
-		w.add(-charged.On(w.axis))
+		if w.holds(t.chargedAt) {
+			w.add(actual.On(w.axis) - t.charged.On(w.axis))
+		}
 	}
-	ks.forget(slot)
 }
 
 // live finds the unexpired ticket id, forgetting it if it has expired.

@@ -26,7 +26,10 @@ const (
 type ticket struct {
 	id      string
 	charged quota.Cost
-	state   ticketState
+	// chargedAt is when charged was taken: it names the day of every daily
+	// window charged, which Settle and Cancel correct only while it lasts.
+	chargedAt time.Time
+	state     ticketState
 	// axis is the axis that bound when the ticket was queued.
 	axis quota.Axis
 	// maturity is when a queued ticket may be granted.

@@ -46,6 +46,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"idempotent_ticket", testIdempotentTicket},
 		{"settle", testSettle},
 		{"cancel", testCancel},
+		{"settle_across_midnight", testSettleAcrossMidnight},
 		{"pause", testPause},
 		{"observe", testObserve},
 		{"settle_observe", testSettleObserve},

@@ -110,6 +110,57 @@ func testSettle(t *testing.T, s suite) {
 	h.level(tk, 2-1<<40)
 }
 
+// testSettleAcrossMidnight: a daily window owes nothing for a ticket charged
+// in an earlier day: settling it neither refunds nor charges the new day, nor
+// does cancelling it refund, while buckets are corrected as always.
+func testSettleAcrossMidnight(t *testing.T, s suite) {
+	la, err := time.LoadLocation("America/Los_Angeles")
+	require.NoError(t, err, "the suite needs the IANA time zone database")
+	e := s.setupAt(t, "settle-across-midnight", quota.Policy{
+		Limits: []quota.Limit{
+			quota.PerMinute(tk, 6000), // 100 per second
+			quota.PerDay(tk, 100000, nil),
+			quota.PerDay(rq, 10, la), // its day ends eight hours after UTC's
+		},
+		LeaseTTL: 9 * time.Hour, // tickets outlive the eight hours
+	}, time.Date(2025, time.January, 15, 23, 59, 0, 0, time.UTC))
+	cost := func(n int64) quota.Cost { return quota.Cost{Requests: 1, Tokens: n} }
+	e.expect(granted, "a", cost(300))
+	e.expect(granted, "b", cost(300))
+	e.expect(granted, "c", cost(100))
+	e.levels(map[quota.Axis]float64{tk: 5300, tpd: 99300, rpd: 7})
+
+	e.clock.Advance(61 * time.Second) // 00:00:01 UTC, 16:00:01 in Los Angeles
+	e.levels(map[quota.Axis]float64{tk: 6000, tpd: 100000, rpd: 7})
+	e.expect(granted, "d", cost(500))
+	e.levels(map[quota.Axis]float64{tk: 5500, tpd: 99500, rpd: 6})
+
+	// UTC's day is new; Los Angeles is still in the day a, b and c were
+	// charged in.
+	e.settle("a", quota.Cost{Tokens: 100}) // 200 tokens and a request under
+	e.levels(map[quota.Axis]float64{tk: 5700, tpd: 99500, rpd: 7})
+	e.settle("b", cost(600)) // 300 tokens over
+	e.levels(map[quota.Axis]float64{tk: 5400, tpd: 99500, rpd: 7})
+	e.cancel("c")
+	e.levels(map[quota.Axis]float64{tk: 5500, tpd: 99500, rpd: 8})
+	e.settle("d", cost(400)) // charged today: refunded today
+	e.levels(map[quota.Axis]float64{tk: 5600, tpd: 99600, rpd: 8})
+
+	// A ticket queued before midnight and granted after it was charged in
+	// the day it queued.
+	e.expect(granted, "f", cost(100))
+	e.expect(queued(time.Second, tk), "g", cost(5600))
+	e.levels(map[quota.Axis]float64{tk: -100, tpd: 93900, rpd: 6})
+	e.clock.Set(time.Date(2025, time.January, 16, 0, 0, 0, 0, la)) // 08:00 UTC
+	e.expect(granted, "h", cost(1000))
+	e.levels(map[quota.Axis]float64{tk: 5000, tpd: 92900, rpd: 9})
+	e.expect(granted, "g", cost(5600))
+	e.settle("g", quota.Cost{Requests: 2, Tokens: 5000})
+	e.levels(map[quota.Axis]float64{tk: 5600, tpd: 93500, rpd: 9})
+	e.cancel("f")
+	e.levels(map[quota.Axis]float64{tk: 5700, tpd: 93600, rpd: 9})
+}
+
 // testCancel: Cancel refunds a queued or granted ticket's whole charge
 // (capped at capacity), releases its lease and forgets it.
 func testCancel(t *testing.T, s suite) {

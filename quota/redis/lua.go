@@ -30,10 +30,13 @@ import goredis "github.com/redis/go-redis/v9"
 // policy.
 //
 // A ticket is one string (GET and SET … PX are a call each, where a hash
-// would need two to write): "s m x a c1 c2 c3 c4", with s q(ueued) or
-// g(ranted), m maturity µs, x expiry µs, a the axis of the wait and c1..c4
-// the charged cost (requests, tokens, input, output tokens). Its PX only
-// collects garbage: x decides.
+// would need two to write): "s m x a c1 c2 c3 c4 w", with s q(ueued) or
+// g(ranted), m maturity µs, x expiry µs, a the axis of the wait, c1..c4
+// the charged cost (requests, tokens, input, output tokens) and w the time
+// it was charged at in µs, which names the day of every daily window
+// charged: Settle and Cancel correct a window only while that day lasts.
+// A ticket written before w existed lacks it and is corrected in any day.
+// Its PX only collects garbage: x decides.
 //
 // Lua numbers are doubles and Redis truncates them to integers on return, so
 // every fractional value travels as a string formatted with %.17g (integers
@@ -164,13 +167,16 @@ end
 
 -- adjust charges delta[1..4] (negative: refunds) against every axis and
 -- keeps st current for what follows; a bucket's level is a.lv when the
--- caller has just read it.
+-- caller has just read it. Given at, the time a ticket was charged at, a
+-- daily window is left alone unless at falls in its current day: a new day
+-- owes nothing for an estimate made the day before.
 -- Refunds never lift a bucket above its capacity nor a window below zero.
-local function adjust(delta)
+local function adjust(delta, at)
   local hs, h = {}, 0
   for k = 1, n do
     local a = axes[k]
     local c = a.ci and delta[a.ci]
+    if c and at and a.kind == DAILY and (at < a.ws or at >= a.we) then c = nil end
     if a.kind == BUCKET and c then
       local l = (a.lv or level(a)) - c
       if c < 0 and l > a.cap then l = a.cap end
@@ -236,8 +242,8 @@ local function ticket()
   local raw = redis.call('GET', T)
   if not raw then return nil end
   local t = {}
-  t.s, t.m, t.x, t.a, t.c1, t.c2, t.c3, t.c4 =
-    string.match(raw, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
+  t.s, t.m, t.x, t.a, t.c1, t.c2, t.c3, t.c4, t.w =
+    string.match(raw, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) ?(%S*)$')
   if not t.x or tonumber(t.x) <= now then
     return nil -- expired: unknown, whatever PEXPIRE has not yet collected
   end
@@ -247,8 +253,9 @@ end
 -- saveTicket writes t, whose fields are strings, to expire at expiry
 -- (formatted as x, if given).
 local function saveTicket(t, expiry, x)
+  local w = t.w ~= '' and ' ' .. t.w or ''
   redis.call('SET', T, t.s .. ' ' .. t.m .. ' ' .. (x or fmt(expiry)) .. ' ' .. t.a .. ' ' ..
-    t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4,
+    t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. w,
     'PX', fmt(math.ceil((expiry - now) / 1000) + TICKET_GRACE))
 end
 
@@ -367,7 +374,7 @@ if op == 'reserve' then
 
   adjust(cost)
   t = {s = 'q', m = wait == 0 and nowS or fmt(now + wait), a = waxis,
-    c1 = ARGV[i + 2], c2 = ARGV[i + 3], c3 = ARGV[i + 4], c4 = ARGV[i + 5]}
+    c1 = ARGV[i + 2], c2 = ARGV[i + 3], c3 = ARGV[i + 4], c4 = ARGV[i + 5], w = nowS}
   if wait > 0 then
     saveTicket(t, now + wait + leaseTTL)
     return reply(2, wait, 1, waxis)
@@ -382,7 +389,7 @@ elseif op == 'settle' then
   if t and t.s == 'g' then
     local delta = {}
     for j = 1, 4 do delta[j] = tonumber(ARGV[i + j - 1]) - tonumber(t['c' .. j]) end
-    adjust(delta)
+    adjust(delta, tonumber(t.w))
     redis.call('ZREM', L, ARGV[i + 4])
     redis.call('DEL', T)
     held = 1
@@ -397,7 +404,7 @@ elseif op == 'cancel' then
     redis.call('DEL', T)
     return 0
   end
-  adjust({-tonumber(t.c1), -tonumber(t.c2), -tonumber(t.c3), -tonumber(t.c4)})
+  adjust({-tonumber(t.c1), -tonumber(t.c2), -tonumber(t.c3), -tonumber(t.c4)}, tonumber(t.w))
   redis.call('ZREM', L, ARGV[i])
   redis.call('DEL', T)
   return 1

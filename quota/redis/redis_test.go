@@ -2,9 +2,12 @@ package redis_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/quota"
@@ -274,4 +277,32 @@ func TestAdoptedLimitFollowsConfig(t *testing.T) {
 	require.NoError(t, b.Observe(ctx, gpt4o, []quota.Observation{{Axis: quota.Requests, Limit: 150, Remaining: -1}}))
 	require.Equal(t, map[quota.Axis]int64{quota.Requests: 150, quota.TokensPerDay: 20000}, capacities(b))
 	require.Equal(t, map[quota.Axis]int64{quota.Requests: 100, quota.TokensPerDay: 5000}, capacities(a))
+}
+
+// TestTicketWithoutChargeTime: a ticket written before tickets recorded the
+// time they were charged at still settles, correcting its daily windows.
+func TestTicketWithoutChargeTime(t *testing.T) {
+	rdb := redistest.Start(t)
+	ctx := context.Background()
+	clock := quotatest.NewClock(time.Date(2025, 1, 15, 18, 0, 0, 0, time.UTC))
+	s, err := redis.New(rdb, policies(t, quota.Policy{Limits: []quota.Limit{
+		quota.PerMinute(quota.Tokens, 6000), quota.PerDay(quota.Tokens, 10000, nil),
+	}}), redis.Options{Clock: clock})
+	require.NoError(t, err)
+	_, err = s.Reserve(ctx, quota.Reservation{Key: gpt4o, Ticket: "t", Cost: quota.Cost{Tokens: 1000}})
+	require.NoError(t, err)
+
+	const key = "tollgate:{openai/default/gpt-4o}:t:t"
+	raw, err := rdb.Get(ctx, key).Result()
+	require.NoError(t, err)
+	fields := strings.Fields(raw)
+	require.Len(t, fields, 9, "s m x a c1 c2 c3 c4 w: %q", raw)
+	require.Equal(t, strconv.FormatInt(clock.Now().UnixMicro(), 10), fields[8], "w is the charge time")
+	require.NoError(t, rdb.SetArgs(ctx, key, strings.Join(fields[:8], " "), goredis.SetArgs{KeepTTL: true}).Err())
+
+	require.NoError(t, s.Settle(ctx, quota.Settlement{Key: gpt4o, Ticket: "t", Actual: quota.Cost{Tokens: 400}}))
+	snap, err := s.Snapshot(ctx, gpt4o)
+	require.NoError(t, err)
+	require.InDelta(t, 5600, snap.Axes[0].Available, 1e-9)
+	require.InDelta(t, 9600, snap.Axes[1].Available, 1e-9)
 }
