@@ -49,6 +49,12 @@ const (
 	// retry cannot fix (bad request, auth, not found, context too long).
 	// Not retryable; the message carries the provider's code.
 	ProviderRejected = "tollgate.ProviderRejected"
+	// MalformedResponse: the provider answered 2xx with a body that holds
+	// no answer (no choices, no content, not the API's JSON). Not
+	// retryable: it is neither a rate limit nor a transient failure, so no
+	// retry budget would bound it; the message names the provider, model
+	// and request id.
+	MalformedResponse = "tollgate.MalformedResponse"
 	// StoreUnavailable: the quota store could not be reached and the
 	// failure policy is closed. Retryable.
 	StoreUnavailable = "tollgate.StoreUnavailable"

@@ -2,9 +2,7 @@ package activities
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	anthropicoption "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -34,7 +32,11 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 // type ErrTypeInvalidRequest or ErrTypeProviderNotConfigured. A provider or
 // transport failure is returned as the SDK gave it, wrapped with %w, so
 // errors.As finds *openai.Error or *anthropic.Error (status, headers, body)
-// and the interceptor classifies it.
+// and the interceptor classifies it. A 2xx answer that holds no answer (no
+// choices, no content, a body the SDK cannot decode) fails with a
+// non-retryable *temporal.ApplicationError of type ErrTypeMalformedResponse
+// (tollgate.MalformedResponse), wrapping the SDK's error if there was one:
+// nothing classifies such an answer, so no retry budget would bound it.
 func (a *Activities) Complete(ctx context.Context, req Request) (Response, error) {
 	if err := req.Validate(); err != nil {
 		return Response{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidRequest, err)
@@ -89,21 +91,9 @@ func (a *Activities) completeOpenAI(ctx context.Context, req Request) (Response,
 	var raw *http.Response
 	c, err := a.openai.New(ctx, params, openaioption.WithResponseInto(&raw))
 	if err != nil {
-		return Response{}, fmt.Errorf("activities: openai chat completion (model %s): %w", req.Model, err)
+		return Response{}, callError(req, raw, err)
 	}
-	if len(c.Choices) == 0 {
-		return Response{}, fmt.Errorf("activities: openai chat completion (model %s) returned no choices", req.Model)
-	}
-	return Response{
-		Text:         c.Choices[0].Message.Content,
-		FinishReason: c.Choices[0].FinishReason,
-		Usage:        Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens},
-		Provider:     OpenAI,
-		Model:        c.Model,
-		RequestID:    header(raw, "x-request-id"),
-		// OpenAI's tokens-per-minute limit keeps the up-front estimate.
-		RateLimitTokens: EstimateOpenAI(req.Characters(), req.MaxOutputTokens).Tokens,
-	}, nil
+	return openAIAnswer(req, c, raw)
 }
 
 func (a *Activities) completeAnthropic(ctx context.Context, req Request) (Response, error) {
@@ -130,30 +120,7 @@ func (a *Activities) completeAnthropic(ctx context.Context, req Request) (Respon
 	}
 	msg, err := a.anthropic.Messages.New(ctx, params, opts...)
 	if err != nil {
-		return Response{}, fmt.Errorf("activities: anthropic message (model %s): %w", req.Model, err)
+		return Response{}, callError(req, raw, err)
 	}
-	var text strings.Builder
-	for _, b := range msg.Content {
-		if b.Type == "text" {
-			text.WriteString(b.Text)
-		}
-	}
-	return Response{
-		Text:         text.String(),
-		FinishReason: string(msg.StopReason),
-		Usage: Usage{
-			InputTokens:  msg.Usage.InputTokens + msg.Usage.CacheCreationInputTokens,
-			OutputTokens: msg.Usage.OutputTokens,
-		},
-		Provider:  Anthropic,
-		Model:     string(msg.Model),
-		RequestID: header(raw, "request-id"),
-	}, nil
-}
-
-func header(r *http.Response, name string) string {
-	if r == nil {
-		return ""
-	}
-	return r.Header.Get(name)
+	return anthropicAnswer(req, msg, raw)
 }

@@ -3,6 +3,8 @@ package activities
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tollgate/tollgate"
 )
 
 // Application error types the activities return (as the Type of a
@@ -15,6 +17,10 @@ const (
 	// ErrTypeProviderNotConfigured marks a Request for a provider this worker
 	// has no configuration (API key) for.
 	ErrTypeProviderNotConfigured = "tollgate.ProviderNotConfigured"
+	// ErrTypeMalformedResponse marks a 2xx answer that holds no answer: no
+	// choices, no content, or a body the SDK could not decode. It is
+	// tollgate.MalformedResponse.
+	ErrTypeMalformedResponse = tollgate.MalformedResponse
 )
 
 // ErrInvalidRequest is matched (errors.Is) by every *InvalidRequestError.
