@@ -49,7 +49,7 @@ const (
 	kindUnauthorized  = errorKind(FaultUnauthorized)
 	kindContextLength = errorKind(FaultContextLength)
 	kindServerError   = errorKind(FaultServerError)
-	kindInvalid       = errorKind("invalid")
+	kindInvalid       = errorKind(FaultInvalidRequest)
 	kindNotFound      = errorKind("not_found")
 )
 

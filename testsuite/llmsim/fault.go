@@ -27,7 +27,15 @@ const (
 	FaultContextLength FaultKind = "context_length"
 	// FaultServerError is a 500: OpenAI "server_error"; Anthropic "api_error".
 	FaultServerError FaultKind = "server_error"
+	// FaultInvalidRequest is a 400 "invalid_request_error" (OpenAI with code
+	// and param null), the answer to a request the provider refuses as
+	// malformed: what a test needs when the client validates everything Sim
+	// would itself reject.
+	FaultInvalidRequest FaultKind = "invalid_request"
 )
+
+// faultKinds lists every FaultKind, as validation errors name them.
+const faultKinds = "rate_limit, spend_cap, overload, unauthorized, context_length, server_error, invalid_request"
 
 // Fault is a rule that makes matching calls fail in a chosen way, for tests
 // that need an exact sequence: "the next four calls to gpt-4o get a 429",
@@ -59,12 +67,11 @@ type Fault struct {
 
 func (f Fault) validate(field string) error {
 	switch f.Kind {
-	case FaultRateLimit, FaultSpendCap, FaultOverload, FaultUnauthorized, FaultContextLength, FaultServerError:
+	case FaultRateLimit, FaultSpendCap, FaultOverload, FaultUnauthorized, FaultContextLength, FaultServerError, FaultInvalidRequest:
 	case "":
-		return configErr(field+".kind", "", "is empty", "set one of rate_limit, spend_cap, overload, unauthorized, context_length, server_error")
+		return configErr(field+".kind", "", "is empty", "set one of "+faultKinds)
 	default:
-		return configErr(field+".kind", string(f.Kind), "is not a known fault",
-			"use one of rate_limit, spend_cap, overload, unauthorized, context_length, server_error")
+		return configErr(field+".kind", string(f.Kind), "is not a known fault", "use one of "+faultKinds)
 	}
 	switch f.Provider {
 	case "", OpenAI, Anthropic:
@@ -112,6 +119,9 @@ func (r *rule) fire(provider, model string) bool {
 // apiError turns a fired fault into the error to send.
 func (f Fault) apiError(model string) *apiError {
 	e := &apiError{kind: errorKind(f.Kind), model: model, status: f.Status}
+	if f.Kind == FaultInvalidRequest {
+		e.detail = "The request for " + model + " is invalid (llmsim fault invalid_request)."
+	}
 	if f.Kind != FaultSpendCap {
 		e.retryAfter = f.RetryAfter
 	}

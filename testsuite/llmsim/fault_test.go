@@ -61,6 +61,8 @@ func TestFaults(t *testing.T) {
 			{FaultServerError, 500, Anthropic, "error.type", "api_error"},
 			{FaultServerError, 500, OpenAI, "error.type", "server_error"},
 			{FaultSpendCap, 429, OpenAI, "error.type", "insufficient_quota"},
+			{FaultInvalidRequest, 400, OpenAI, "error.type", "invalid_request_error"},
+			{FaultInvalidRequest, 400, Anthropic, "error.type", "invalid_request_error"},
 		} {
 			t.Run(string(tc.kind)+" "+tc.provider, func(t *testing.T) {
 				f := newFixture(t, Config{Models: models})
