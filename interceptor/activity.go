@@ -131,7 +131,7 @@ func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteA
 	}
 	a.root.counters.admitted.Add(1)
 
-	res, callErr := a.Next.ExecuteActivity(classify.NewContext(ctx, &c.rec), in)
+	res, callErr := a.run(ctx, in, c)
 	now := o.Clock.Now()
 	v := a.verdict(callErr, now)
 	a.settle(ctx, c, res, callErr, v, now)
@@ -141,10 +141,31 @@ func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteA
 	return nil, a.conclude(ctx, c, callErr, v, now)
 }
 
+// run runs the granted call. Should the activity panic, the call is
+// settled at its estimate (releasing its lease) before the panic goes on to
+// the SDK, which fails the attempt as it would without Tollgate.
+func (a *activityInbound) run(ctx context.Context, in *interceptor.ExecuteActivityInput, c *call) (res any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			a.settle(ctx, c, nil, errPanicked, classify.Verdict{Class: classify.Unknown}, a.root.opts.Clock.Now())
+			panic(p)
+		}
+	}()
+	return a.Next.ExecuteActivity(classify.NewContext(ctx, &c.rec), in)
+}
+
+// errPanicked stands for the outcome of an activity that panicked.
+var errPanicked = errors.New("tollgate: the activity panicked")
+
 func (a *activityInbound) reserveFailed(ctx context.Context, in *interceptor.ExecuteActivityInput, c *call, err error) (any, error) {
 	switch {
 	case errors.Is(err, quota.ErrNoPolicy):
 		a.root.counters.ungoverned.Add(1)
+		a.root.ins.ungoverned(ctx, c.r.Key)
+		if _, seen := a.root.ungoverned.LoadOrStore(c.r.Key, true); !seen {
+			a.root.opts.Logger.Warn("tollgate: no policy for this key; its calls run ungoverned (logged once per key)",
+				"key", c.r.Key.String(), "activity_type", c.info.ActivityType.Name)
+		}
 		return a.Next.ExecuteActivity(ctx, in)
 	case errors.Is(err, quota.ErrOversize):
 		return nil, temporal.NewNonRetryableApplicationError("tollgate: "+err.Error(), tollgate.CostExceedsCapacity, err)
@@ -246,8 +267,7 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 			wait = min(v.RetryAfter, o.MaxRetryAfter)
 		}
 		a.pause(ctx, c.r.Key, now.Add(wait), "provider "+v.Class.String())
-		c.att.budget.RateLimited++
-		if c.att.budget.RateLimited > o.EscalateAfter {
+		if c.att.spend(&c.att.budget.RateLimited) > o.EscalateAfter {
 			if err := a.escalate(ctx, c, "rate_limited", wait); err != nil {
 				return err
 			}
@@ -274,8 +294,7 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 			break
 		}
 		a.root.counters.transient.Add(1)
-		c.att.budget.Transient++
-		if c.att.budget.Transient > o.TransientBudget {
+		if c.att.spend(&c.att.budget.Transient) > o.TransientBudget {
 			return temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("tollgate: %s: %d transient failures, past the budget of %d: %s", c.r.Key, c.att.budget.Transient, o.TransientBudget, v.Reason),
 				tollgate.TransientBudgetExhausted, callErr)

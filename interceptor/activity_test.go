@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,7 +59,9 @@ func newUnit(t *testing.T, policies map[quota.Key]quota.Policy, opts interceptor
 	}
 	u.store = opts.Store
 	opts.Clock = u.clock
-	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	u.ic, err = interceptor.New(opts)
 	require.NoError(t, err)
 
@@ -177,10 +180,92 @@ func TestCallsThatCanNeverRunFailAtOnce(t *testing.T) {
 }
 
 func TestKeyWithoutPolicyRunsUngoverned(t *testing.T) {
-	u := newUnit(t, map[quota.Key]quota.Policy{}, interceptor.Options{})
+	var logs lockedBuffer
+	u := newUnit(t, map[quota.Key]quota.Policy{}, interceptor.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	for range 3 {
+		_, err := u.complete(request("gpt-u"))
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 3, u.ic.Stats().Ungoverned)
+	require.Equal(t, 1, strings.Count(logs.String(), "no policy for this key"), "said once per key, not per call:\n%s", logs.String())
+	require.Contains(t, logs.String(), "key=openai/default/gpt-u")
+}
+
+// An overloaded provider (503/529) is treated as a rate limit: the key is
+// paused for every replica and the attempt retried after the hint.
+func TestOverloadRetriesLikeARateLimit(t *testing.T) {
+	key := openaiKey("gpt-u")
+	u := newUnit(t, map[quota.Key]quota.Policy{key: generous()}, interceptor.Options{})
+	require.NoError(t, u.sim.Inject(llmsim.Fault{Kind: llmsim.FaultOverload, Model: "gpt-u", Times: 1, RetryAfter: 3 * time.Second}))
+	_, err := u.complete(request("gpt-u"))
+	appErr := appError(t, err)
+	require.Equal(t, tollgate.RateLimited, appErr.Type())
+	require.False(t, appErr.NonRetryable())
+	require.Equal(t, 3*time.Second, appErr.NextRetryDelay())
+	require.ErrorContains(t, err, "overloaded")
+	snap, err := u.store.Snapshot(context.Background(), key)
+	require.NoError(t, err)
+	require.Equal(t, "provider overloaded", snap.PauseReason)
+	require.Equal(t, u.clock.Now().Add(3*time.Second), snap.PausedUntil)
+}
+
+// A key closed by a daily quota fails the call at once, without asking the
+// provider, with the daily-quota type.
+func TestClosedDailyQuotaFailsWithoutACall(t *testing.T) {
+	key := openaiKey("gpt-u")
+	u := newUnit(t, map[quota.Key]quota.Policy{key: generous()}, interceptor.Options{})
+	require.NoError(t, u.store.Pause(context.Background(), key, u.clock.Now().Add(time.Hour), "daily_quota"))
+	_, err := u.complete(request("gpt-u"))
+	appErr := appError(t, err)
+	require.Equal(t, tollgate.DailyQuotaExhausted, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+	require.Zero(t, u.sim.Stats("gpt-u").Received)
+}
+
+// What the provider reports in its headers reaches the store with the
+// settlement: a level is lowered to what the provider says remains.
+func TestProviderHeadersLowerTheStoresLevels(t *testing.T) {
+	key := openaiKey("gpt-u")
+	// The policy believes in far more than llmsim's 10,000 requests a minute.
+	u := newUnit(t, map[quota.Key]quota.Policy{key: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1_000_000)}}}, interceptor.Options{})
 	_, err := u.complete(request("gpt-u"))
 	require.NoError(t, err)
-	require.EqualValues(t, 1, u.ic.Stats().Ungoverned)
+	snap, err := u.store.Snapshot(context.Background(), key)
+	require.NoError(t, err)
+	require.InDelta(t, 9_999, snap.Axes[0].Available, 1e-6, "x-ratelimit-remaining-requests after one call")
+}
+
+// A concurrency lease is released whatever the call's outcome: a provider
+// failure, or a panic in the activity.
+func TestLeaseIsReleasedAfterAFailureOrAPanic(t *testing.T) {
+	key := openaiKey("gpt-u")
+	policy := quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1000), quota.Concurrent(1)}}
+	leases := func(u *unit) float64 {
+		snap, err := u.store.Snapshot(context.Background(), key)
+		require.NoError(t, err)
+		return snap.Axes[len(snap.Axes)-1].Available
+	}
+
+	u := newUnit(t, map[quota.Key]quota.Policy{key: policy}, interceptor.Options{})
+	require.NoError(t, u.sim.Inject(llmsim.Fault{Kind: llmsim.FaultServerError, Model: "gpt-u", Times: 1}))
+	_, err := u.complete(request("gpt-u"))
+	require.Equal(t, tollgate.Transient, appError(t, err).Type())
+	require.InDelta(t, 1, leases(u), 1e-9, "released after a provider failure")
+
+	const boom = "Boom"
+	u = newUnit(t, map[quota.Key]quota.Policy{key: policy}, interceptor.Options{Activities: map[string]interceptor.ChargeFunc{
+		boom: func([]any) (quota.Charge, error) {
+			return quota.Charge{Key: key, Cost: quota.Cost{Requests: 1}}, nil
+		},
+	}})
+	u.env.RegisterActivityWithOptions(func(context.Context, string) (string, error) { panic("boom") }, activity.RegisterOptions{Name: boom})
+	_, err = u.env.ExecuteActivity(boom, "x")
+	var panicErr *temporal.PanicError
+	require.ErrorAs(t, err, &panicErr, "the panic still reaches the SDK")
+	require.InDelta(t, 1, leases(u), 1e-9, "released after a panic")
+	snap, err := u.store.Snapshot(context.Background(), key)
+	require.NoError(t, err)
+	require.InDelta(t, 999, snap.Axes[0].Available, 1e-6, "settled at its estimate")
 }
 
 func TestProviderRateLimitRetriesAfterTheHintAndPausesTheKey(t *testing.T) {
@@ -274,6 +359,16 @@ func TestTransientFailuresBackOffWithinTheirBudget(t *testing.T) {
 	require.Equal(t, tollgate.Transient, appErr.Type())
 	require.False(t, appErr.NonRetryable())
 	require.Less(t, appErr.NextRetryDelay(), 800*time.Millisecond, "full jitter below base·2")
+	delays := map[time.Duration]bool{appErr.NextRetryDelay(): true}
+	for range 7 {
+		u.env.SetHeartbeatDetails(budgetDetail(2, 1))
+		_, err := u.complete(request("gpt-u"))
+		d := appError(t, err).NextRetryDelay()
+		require.Positive(t, d)
+		require.Less(t, d, 800*time.Millisecond, "full jitter below base·2")
+		delays[d] = true
+	}
+	require.Greater(t, len(delays), 1, "full jitter varies the delay")
 	last := u.heartbeats[len(u.heartbeats)-1]
 	require.Equal(t, budgetDetail(2, 2)["transient"], int(last[len(last)-1].(map[string]any)["transient"].(float64)),
 		"the rate-limit count is kept, the transient count goes up")

@@ -93,6 +93,15 @@ func decodeBudget(raw converter.RawValue) (budget, bool) {
 	return b, true
 }
 
+// spend adds one to a counter of a's budget and returns its new value. The
+// lock keeps it apart from a heartbeat the activity may still be sending.
+func (a *attempt) spend(counter *int) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	*counter++
+	return *counter
+}
+
 // save records the budget (after the activity's own details) so the next
 // attempt reads it back.
 func (a *attempt) save(ctx context.Context, out interceptor.ActivityOutboundInterceptor) {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
@@ -129,12 +131,14 @@ func TestEscalationFallsBackToTheBackupModel(t *testing.T) {
 		Models: append(simModels("gpt-primary"), llmsim.Model{Provider: llmsim.Anthropic, Name: "claude-backup", RequestsPerMinute: 10_000, InputTokensPerMinute: 1_000_000, OutputTokensPerMinute: 1_000_000}),
 		Faults: []llmsim.Fault{{Kind: llmsim.FaultRateLimit, Model: "gpt-primary", Times: 0, RetryAfter: time.Second}},
 	})
+	reader := sdkmetric.NewManualReader()
 	ic, _ := e.startWorker(interceptor.Options{
 		Store: memoryStore(t, map[quota.Key]quota.Policy{
 			openaiKey("gpt-primary"):                        generous(),
 			{Provider: "anthropic", Model: "claude-backup"}: generous(),
 		}),
 		Fallbacks: map[string][]string{"openai/gpt-primary": {"anthropic/claude-backup"}},
+		Meter:     sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test"),
 	})
 
 	out, err := e.result(e.start("escalate", agent("gpt-primary")))
@@ -146,6 +150,8 @@ func TestEscalationFallsBackToTheBackupModel(t *testing.T) {
 	st := ic.Stats()
 	require.EqualValues(t, 1, st.Escalations)
 	require.EqualValues(t, 1, st.Fallbacks)
+	require.EqualValues(t, 1, counterSum(t, reader, interceptor.MetricEscalations))
+	require.EqualValues(t, 1, counterSum(t, reader, interceptor.MetricFallbacks))
 
 	child := activityRuns(e.history("escalate/fallback/5"))
 	require.Len(t, child, 1)
@@ -244,4 +250,27 @@ func TestOwnHeartbeatDetailsSurviveTheBudget(t *testing.T) {
 	st := ic.Stats()
 	require.EqualValues(t, 1, st.ProviderRateLimited)
 	require.EqualValues(t, 2, st.Admitted)
+}
+
+// counterSum collects reader and returns the sum of the Int64 counter name
+// over its attributes.
+func counterSum(t *testing.T, reader *sdkmetric.ManualReader, name string) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			require.True(t, ok, "%s is a %T", name, m.Data)
+			var total int64
+			for _, dp := range sum.DataPoints {
+				total += dp.Value
+			}
+			return total
+		}
+	}
+	return 0
 }

@@ -3,6 +3,7 @@ package interceptor
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/workflow"
@@ -16,6 +17,8 @@ type WorkerInterceptor struct {
 	opts     Options
 	ins      *instruments
 	counters counters
+	// ungoverned holds the keys without a policy already logged.
+	ungoverned sync.Map
 }
 
 var _ interceptor.WorkerInterceptor = (*WorkerInterceptor)(nil)

@@ -80,7 +80,7 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	var ins instruments
 	var err error
 	if ins.admissions, err = m.Int64Counter(MetricAdmissions,
-		metric.WithDescription("Governed attempts by decision (granted, queued, refused), reason and binding axis.")); err != nil {
+		metric.WithDescription("Governed attempts by decision (granted, queued, refused; ungoverned when the key has no policy), reason and binding axis.")); err != nil {
 		return nil, err
 	}
 	if ins.retryAfter, err = m.Float64Histogram(MetricRetryAfter, metric.WithUnit("s"),
@@ -97,7 +97,7 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		return nil, err
 	}
 	if ins.fallbacks, err = m.Int64Counter(MetricFallbacks,
-		metric.WithDescription("FallbackWorkflow children started.")); err != nil {
+		metric.WithDescription("FallbackWorkflow children started, by the model escalated from (not counted on replay).")); err != nil {
 		return nil, err
 	}
 	if ins.spendCaps, err = m.Int64Counter(MetricSpendCaps,
@@ -119,6 +119,14 @@ func (ins *instruments) admission(ctx context.Context, k quota.Key, d quota.Deci
 		attribute.String("decision", d.Outcome.String()),
 		attribute.String("reason", d.Reason.String()),
 		attribute.String("axis", axisName(d.Axis))))
+}
+
+// ungoverned counts an attempt run without admission: its key has no policy.
+func (ins *instruments) ungoverned(ctx context.Context, k quota.Key) {
+	ins.admissions.Add(ctx, 1, metric.WithAttributes(keyAttr(k),
+		attribute.String("decision", "ungoverned"),
+		attribute.String("reason", "no_policy"),
+		attribute.String("axis", "none")))
 }
 
 func (ins *instruments) retry(ctx context.Context, k quota.Key, source string, d time.Duration) {

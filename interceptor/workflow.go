@@ -1,8 +1,11 @@
 package interceptor
 
 import (
+	"context"
 	"errors"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
@@ -91,8 +94,8 @@ func (o *workflowOutbound) fallback(ctx workflow.Context, activityType string, i
 	})
 	if !workflow.IsReplaying(ctx) {
 		o.root.counters.fallbacks.Add(1)
+		o.root.ins.fallbacks.Add(context.Background(), 1, metric.WithAttributes(attribute.String("from", esc.From)))
 	}
-	workflow.GetMetricsHandler(ctx).Counter(metricFallbacksSDK).Inc(1)
 	in := tollgate.FallbackInput{
 		ActivityType: activityType,
 		From:         esc.From,
@@ -103,10 +106,6 @@ func (o *workflowOutbound) fallback(ctx workflow.Context, activityType string, i
 	err := workflow.ExecuteChildWorkflow(cctx, tollgate.FallbackWorkflowName, in, input).Get(ctx, &raw)
 	return raw, err
 }
-
-// metricFallbacksSDK is counted through the workflow's metrics handler,
-// which skips replays.
-const metricFallbacksSDK = "tollgate_fallbacks"
 
 func asActivityError(err error, target **temporal.ActivityError) bool {
 	return errors.As(err, target)
