@@ -3,10 +3,12 @@ package activities
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,6 +179,17 @@ func TestCompleteErrorsAreSDKErrors(t *testing.T) {
 		{"openai 400 context too long", func(t *testing.T, f *simFixture) (*Activities, Request) {
 			return f.acts, chat(OpenAI, "gpt-4o", strings.Repeat("x", 4000))
 		}, failure{status: 400, openAICode: "context_length_exceeded", class: classify.ContextTooLong}},
+		{"openai injected 500", func(t *testing.T, f *simFixture) (*Activities, Request) {
+			require.NoError(t, f.sim.Inject(llmsim.Fault{Kind: llmsim.FaultServerError, Times: 1}))
+			return f.acts, chat(OpenAI, "gpt-4o", "hi")
+		}, failure{status: 500, openAICode: "server_error", class: classify.Transient}},
+		{"openai 404 unknown model", func(t *testing.T, f *simFixture) (*Activities, Request) {
+			return f.acts, chat(OpenAI, "gpt-unknown", "hi")
+		}, failure{status: 404, openAICode: "model_not_found", class: classify.NotFound}},
+		{"openai 400 invalid request", func(t *testing.T, f *simFixture) (*Activities, Request) {
+			require.NoError(t, f.sim.Inject(llmsim.Fault{Kind: llmsim.FaultInvalidRequest, Times: 1}))
+			return f.acts, chat(OpenAI, "gpt-4o", "hi")
+		}, failure{status: 400, openAICode: "invalid_request_error", class: classify.BadRequest}},
 		{"anthropic injected 429 with retry-after 2", func(t *testing.T, f *simFixture) (*Activities, Request) {
 			require.NoError(t, f.sim.Inject(llmsim.Fault{Kind: llmsim.FaultRateLimit, Times: 1, RetryAfter: 2 * time.Second}))
 			return f.acts, chat(Anthropic, "claude-haiku-4-5", "hi")
@@ -204,6 +217,17 @@ func TestCompleteErrorsAreSDKErrors(t *testing.T) {
 		{"anthropic 400 context too long", func(t *testing.T, f *simFixture) (*Activities, Request) {
 			return f.acts, chat(Anthropic, "claude-haiku-4-5", strings.Repeat("x", 4000))
 		}, failure{status: 400, anthropic: "invalid_request_error", class: classify.ContextTooLong}},
+		{"anthropic injected 500", func(t *testing.T, f *simFixture) (*Activities, Request) {
+			require.NoError(t, f.sim.Inject(llmsim.Fault{Kind: llmsim.FaultServerError, Times: 1}))
+			return f.acts, chat(Anthropic, "claude-haiku-4-5", "hi")
+		}, failure{status: 500, anthropic: "api_error", class: classify.Transient}},
+		{"anthropic 404 unknown model", func(t *testing.T, f *simFixture) (*Activities, Request) {
+			return f.acts, chat(Anthropic, "claude-unknown", "hi")
+		}, failure{status: 404, anthropic: "not_found_error", class: classify.NotFound}},
+		{"anthropic 400 invalid request", func(t *testing.T, f *simFixture) (*Activities, Request) {
+			require.NoError(t, f.sim.Inject(llmsim.Fault{Kind: llmsim.FaultInvalidRequest, Times: 1}))
+			return f.acts, chat(Anthropic, "claude-haiku-4-5", "hi")
+		}, failure{status: 400, anthropic: "invalid_request_error", class: classify.BadRequest}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newSimFixture(t)
@@ -242,8 +266,11 @@ func TestCompleteErrorsAreSDKErrors(t *testing.T) {
 			if tc.want.retryAfter != "" {
 				require.Equal(t, tc.want.retryAfter, strconv.Itoa(int(v.RetryAfter/time.Second)))
 			}
-			if tc.want.class == classify.SpendCap {
-				require.False(t, v.Retryable, "a spend cap is terminal")
+			switch tc.want.class {
+			case classify.SpendCap, classify.NotFound, classify.BadRequest, classify.ContextTooLong, classify.Auth:
+				require.False(t, v.Retryable, "retrying the same request cannot succeed")
+			case classify.Transient:
+				require.True(t, v.Retryable, "a 5xx may not recur")
 			}
 
 			recStatus, _, ok := rec.Last()
@@ -252,6 +279,37 @@ func TestCompleteErrorsAreSDKErrors(t *testing.T) {
 
 			var appErr *temporal.ApplicationError
 			require.False(t, errors.As(err, &appErr), "provider errors are left for the interceptor to classify")
+		})
+	}
+}
+
+// TestCompleteConnectionRefusedIsTransient points both SDKs at a port
+// nothing listens on: no answer to record, an error left for the
+// interceptor, classified Transient.
+func TestCompleteConnectionRefusedIsTransient(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	acts, err := New(Config{
+		OpenAI:    ProviderConfig{APIKey: testKey, BaseURL: "http://" + addr + "/v1/"},
+		Anthropic: ProviderConfig{APIKey: testKey, BaseURL: "http://" + addr},
+	})
+	require.NoError(t, err)
+	for _, req := range []Request{chat(OpenAI, "gpt-4o", "hi"), chat(Anthropic, "claude-haiku-4-5", "hi")} {
+		t.Run(req.Provider, func(t *testing.T) {
+			rec := &classify.Recorder{}
+			_, err := acts.Complete(classify.NewContext(context.Background(), rec), req)
+			require.Error(t, err)
+			require.ErrorIs(t, err, syscall.ECONNREFUSED)
+			var appErr *temporal.ApplicationError
+			require.False(t, errors.As(err, &appErr), "transport failures are left for the interceptor to classify")
+
+			v := classify.Classifier{}.Error(err, testNow)
+			require.Equal(t, classify.Transient, v.Class)
+			require.True(t, v.Retryable)
+			require.Equal(t, "connection refused", v.Reason)
+			require.Zero(t, rec.Count(), "no answer to record")
 		})
 	}
 }
