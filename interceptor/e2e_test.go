@@ -25,7 +25,9 @@ import (
 	"github.com/tollgate/tollgate/internal/devserver"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/memory"
+	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
+	"github.com/tollgate/tollgate/testsuite/redistest"
 	"github.com/tollgate/tollgate/workflows"
 )
 
@@ -182,13 +184,36 @@ func TestSpendCapFailsAfterOneCall(t *testing.T) {
 		Models: simModels("gpt-capped"),
 		Faults: []llmsim.Fault{{Kind: llmsim.FaultSpendCap, Model: "gpt-capped", Times: 0}},
 	})
-	ic, _ := e.startWorker(interceptor.Options{Store: memoryStore(t, map[quota.Key]quota.Policy{openaiKey("gpt-capped"): generous()})})
-	for i := range 3 {
-		_, err := e.result(e.start(fmt.Sprintf("capped-%d", i), agent("gpt-capped")))
-		require.True(t, tollgate.IsType(err, tollgate.SpendCapReached), "workflow %d: got %v", i, err)
+	// Two workers, each with its own Store on one Redis, one after the
+	// other: the key worker A closes stays closed for worker B.
+	srv := redistest.StartServer(t)
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{openaiKey("gpt-capped"): generous()})
+	require.NoError(t, err)
+	worker := func() (*interceptor.WorkerInterceptor, func()) {
+		rdb := srv.Client()
+		t.Cleanup(func() { rdb.Close() })
+		store, err := redis.New(rdb, ps, redis.Options{})
+		require.NoError(t, err)
+		ic, _, stop := e.startStoppableWorker(interceptor.Options{Store: store})
+		return ic, stop
 	}
-	require.EqualValues(t, 1, e.sim.Stats("gpt-capped").Received, "the key is closed after the first answer")
-	require.EqualValues(t, 1, ic.Stats().SpendCapped)
+	capped := func(id string) {
+		t.Helper()
+		_, err := e.result(e.start(id, agent("gpt-capped")))
+		require.True(t, tollgate.IsType(err, tollgate.SpendCapReached), "%s: got %v", id, err)
+	}
+
+	a, stopA := worker()
+	capped("capped-a")
+	require.EqualValues(t, 1, a.Stats().SpendCapped)
+	stopA()
+
+	b, _ := worker()
+	for i := range 3 {
+		capped(fmt.Sprintf("capped-b-%d", i))
+	}
+	require.EqualValues(t, 1, e.sim.Stats("gpt-capped").Received, "the key is closed fleet-wide after the first answer")
+	require.Zero(t, b.Stats().SpendCapped, "worker B never asked the provider")
 }
 
 // progressActivity is a user's own LLM activity that keeps progress in its

@@ -115,6 +115,14 @@ func (i *slotsInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.E
 // the env's task queue until the test ends.
 func (e *env) startWorker(opts interceptor.Options) (*interceptor.WorkerInterceptor, *slots) {
 	e.t.Helper()
+	ic, sl, _ := e.startStoppableWorker(opts)
+	return ic, sl
+}
+
+// startStoppableWorker is startWorker that also returns a func stopping
+// the worker before the test ends (calling it again does nothing).
+func (e *env) startStoppableWorker(opts interceptor.Options) (*interceptor.WorkerInterceptor, *slots, func()) {
+	e.t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -127,8 +135,9 @@ func (e *env) startWorker(opts interceptor.Options) (*interceptor.WorkerIntercep
 	activities.Register(w, e.activities())
 	workflows.Register(w)
 	require.NoError(e.t, w.Start())
-	e.t.Cleanup(w.Stop)
-	return ic, sl
+	stop := sync.OnceFunc(w.Stop)
+	e.t.Cleanup(stop)
+	return ic, sl, stop
 }
 
 // start starts an AgentWorkflow with id.

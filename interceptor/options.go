@@ -47,8 +47,11 @@ type Options struct {
 
 	// Fallbacks maps a target ("provider/model" or
 	// "provider/account/model") to the backups to try, in order, when calls
-	// to it are rate limited too often. A target with no entry retries as
-	// the provider says until the activity's ScheduleToClose.
+	// to it are rate limited too often, closed by a spend cap, or would
+	// wait past the activity's deadline. A target with no entry retries as
+	// the provider says until the activity's ScheduleToClose. Only calls
+	// whose input implements tollgate.Retargetable (activities.Request
+	// does) can move to a backup; others ignore their chain.
 	Fallbacks map[string][]string
 
 	// MaxRetryAfter caps the provider's Retry-After. Default 60 s.
