@@ -217,7 +217,9 @@ type Observation struct {
 	// Remaining is what the provider says is left now, or -1.
 	Remaining int64
 	// Reset is how long until the provider's bucket is full again (or the
-	// window resets), 0 when not reported.
+	// window resets), 0 when not reported. The stores do not use it: a
+	// lowered level refills at the policy's own rate, which the provider's
+	// reset only restates for a bucket refilling continuously.
 	Reset time.Duration
 }
 
