@@ -36,7 +36,7 @@ type Config struct {
 	Latency Latency `json:"latency" yaml:"latency"`
 	// Faults are injected from the start, as if passed to Sim.Inject.
 	Faults []Fault `json:"faults" yaml:"faults"`
-	// Seed seeds the random source used for overload and latency jitter, so
+	// Seed seeds the random source used for overload and latency draws, so
 	// runs repeat. Zero is a valid seed.
 	Seed uint64 `json:"seed" yaml:"seed"`
 }
@@ -101,14 +101,6 @@ type Overload struct {
 	RetryAfter time.Duration `json:"retry_after" yaml:"retry_after"`
 }
 
-// Latency delays each successful answer by Fixed plus a uniformly random
-// duration in [0, Jitter). Delays use real time (not the Clock) and end early
-// if the caller goes away.
-type Latency struct {
-	Fixed  time.Duration `json:"fixed" yaml:"fixed"`
-	Jitter time.Duration `json:"jitter" yaml:"jitter"`
-}
-
 // ConfigError reports a bad field of a Config: which field, the value given,
 // what is wrong and how to fix it.
 type ConfigError struct {
@@ -170,11 +162,8 @@ func (c Config) Validate() error {
 	if o.RetryAfter < 0 {
 		return configErr("overload.retry_after", o.RetryAfter.String(), "is negative", "use 0 to send none or a positive duration such as 2s")
 	}
-	if c.Latency.Fixed < 0 {
-		return configErr("latency.fixed", c.Latency.Fixed.String(), "is negative", "use 0 or a positive duration such as 20ms")
-	}
-	if c.Latency.Jitter < 0 {
-		return configErr("latency.jitter", c.Latency.Jitter.String(), "is negative", "use 0 or a positive duration such as 10ms")
+	if err := c.Latency.validate("latency"); err != nil {
+		return err
 	}
 	for i, f := range c.Faults {
 		if err := f.validate(fmt.Sprintf("faults[%d]", i)); err != nil {

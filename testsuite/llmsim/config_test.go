@@ -33,6 +33,7 @@ overload:
 latency:
   fixed: 20ms
   jitter: 30ms
+  distribution: normal
 faults:
   - kind: rate_limit
     model: gpt-4o
@@ -43,7 +44,7 @@ seed: 42
 
 const jsonConfig = `{
   "models": [{"provider": "openai", "name": "gpt-4o", "requests_per_minute": 500}],
-  "latency": {"fixed": "5ms"},
+  "latency": {"fixed": "5ms", "jitter": "2ms", "distribution": "exponential"},
   "faults": [{"kind": "overload", "provider": "anthropic", "status": 503}]
 }`
 
@@ -55,14 +56,14 @@ func TestParseConfig(t *testing.T) {
 		require.Equal(t, Model{Provider: Anthropic, Name: "claude-sonnet-4-5", RequestsPerMinute: 50, InputTokensPerMinute: 30000, OutputTokensPerMinute: 8000}, c.Models[1])
 		require.Equal(t, []Account{{Name: "team-a", APIKey: "sk-sim-a", SpendCapTokens: 1000000}}, c.Accounts)
 		require.Equal(t, Overload{Probability: 0.02, RetryAfter: 2 * time.Second}, c.Overload)
-		require.Equal(t, Latency{Fixed: 20 * time.Millisecond, Jitter: 30 * time.Millisecond}, c.Latency)
+		require.Equal(t, Latency{Fixed: 20 * time.Millisecond, Jitter: 30 * time.Millisecond, Distribution: LatencyNormal}, c.Latency)
 		require.Equal(t, []Fault{{Kind: FaultRateLimit, Model: "gpt-4o", Times: 4, RetryAfter: time.Second}}, c.Faults)
 		require.EqualValues(t, 42, c.Seed)
 	})
 	t.Run("json", func(t *testing.T) {
 		c, err := ParseConfig([]byte(jsonConfig))
 		require.NoError(t, err)
-		require.Equal(t, 5*time.Millisecond, c.Latency.Fixed)
+		require.Equal(t, Latency{Fixed: 5 * time.Millisecond, Jitter: 2 * time.Millisecond, Distribution: LatencyExponential}, c.Latency)
 		require.Equal(t, []Fault{{Kind: FaultOverload, Provider: Anthropic, Status: 503}}, c.Faults)
 	})
 	t.Run("file", func(t *testing.T) {
@@ -96,6 +97,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"probability", `{models: [{provider: openai, name: x}], overload: {probability: 1.5}}`, "overload.probability"},
 		{"overload status", `{models: [{provider: openai, name: x}], overload: {status: 429}}`, "overload.status"},
 		{"negative latency", `{models: [{provider: openai, name: x}], latency: {jitter: -1s}}`, "latency.jitter"},
+		{"unknown distribution", `{models: [{provider: openai, name: x}], latency: {jitter: 1s, distribution: gaussian}}`, "latency.distribution"},
+		{"distribution without jitter", `{models: [{provider: openai, name: x}], latency: {fixed: 1s, distribution: exponential}}`, "latency.jitter"},
 		{"fault kind", `{models: [{provider: openai, name: x}], faults: [{kind: melt}]}`, "faults[0].kind"},
 		{"fault times", `{models: [{provider: openai, name: x}], faults: [{kind: rate_limit, times: -1}]}`, "faults[0].times"},
 		{"unknown field", `models: [{provider: openai, name: x, requests_per_minit: 5}]`, "field requests_per_minit not found"},

@@ -17,8 +17,8 @@
 //   - a spend cap per account: once an account has used its tokens, every call
 //     gets the provider's spend-cap error, with no retry-after;
 //   - overload (Anthropic 529, OpenAI 503) with a probability, latency with a
-//     fixed part and uniform jitter, and faults a test triggers exactly (see
-//     Fault and Sim.Inject).
+//     fixed part and a seeded random part (uniform, normal or exponential),
+//     and faults a test triggers exactly (see Fault and Sim.Inject).
 //
 // Answers are deterministic: the text is derived from the prompt and the usage
 // block reports input tokens as ceil(characters/4) and output tokens no more

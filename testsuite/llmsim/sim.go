@@ -270,10 +270,7 @@ func (s *Sim) check(d dialect, key string, c call, perr *apiError, o *outcome) *
 	}
 	o.answer = compose(c, o.requestID)
 	s.spent[acct.Name] += o.answer.in + o.answer.out
-	o.delay = s.cfg.Latency.Fixed
-	if j := s.cfg.Latency.Jitter; j > 0 {
-		o.delay += time.Duration(s.rng.Int64N(int64(j)))
-	}
+	o.delay = s.cfg.Latency.delay(s.rng)
 	return nil
 }
 
