@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/tollgate/tollgate/quota/failover"
 )
 
@@ -113,7 +115,7 @@ func (c *Config) settings() []setting {
 		{env: "TASK_QUEUE", str: &c.TaskQueue, usage: "task queue to poll (default " + DefaultTaskQueue + ")"},
 		{env: "REDIS_URL", str: &c.RedisURL, usage: "Redis URL for budgets shared by a fleet; empty uses process memory"},
 		{env: "STORE_FAILURE", str: &c.StoreFailure, usage: "while Redis is unreachable: closed, open or local (default closed)"},
-		{env: "STORE_LOCAL_SHARE", float: &c.StoreLocalShare, usage: "for STORE_FAILURE=local, this replica's share of each limit in (0, 1] (default 1)"},
+		{env: "STORE_LOCAL_SHARE", float: &c.StoreLocalShare, usage: "for STORE_FAILURE=local, this replica's `share` of each limit in (0, 1] (default 1)"},
 		{env: "POLICIES", str: &c.Policies, usage: "path of the policies YAML file"},
 		{env: "OPENAI_API_KEY", str: &c.OpenAIAPIKey, usage: "OpenAI API key (prefer the environment variable: flags show in ps)"},
 		{env: "OPENAI_BASE_URL", str: &c.OpenAIBaseURL, usage: "OpenAI base URL including /v1/"},
@@ -132,12 +134,17 @@ func FlagName(env string) string {
 	return strings.ToLower(strings.ReplaceAll(env, "_", "-"))
 }
 
-// ConfigError reports one bad Config field: the variable (and flag) that set
-// it, the value, what is wrong and how to fix it. Secrets print as
-// "(redacted)".
+// ConfigError reports one bad Config field, or a command line that does not
+// parse: the variable (and flag) that set it, the value, what is wrong and
+// how to fix it. Secrets print as "(redacted)".
 type ConfigError struct {
-	// Env is the environment variable, e.g. "STORE_FAILURE".
-	Env     string
+	// Env is the environment variable, e.g. "STORE_FAILURE". It is empty
+	// for a command-line error that no variable names: an unknown flag
+	// (Flag) or a stray argument (Value).
+	Env string
+	// Flag is the unknown flag as given, without its dash, when Env is
+	// empty.
+	Flag    string
 	Value   string
 	Problem string
 	Fix     string
@@ -146,52 +153,132 @@ type ConfigError struct {
 }
 
 // Error returns e.g. `worker: STORE_FAILURE (-store-failure) "shut" is not a
-// failure policy: use closed, open or local`.
+// failure policy: use closed, open or local`, `worker: -task-queu is not a
+// flag: …` or `worker: argument "extra" is not a flag: …`.
 func (e *ConfigError) Error() string {
-	return fmt.Sprintf("worker: %s (-%s) %q %s: %s", e.Env, FlagName(e.Env), e.Value, e.Problem, e.Fix)
+	switch {
+	case e.Env != "":
+		return fmt.Sprintf("worker: %s (-%s) %q %s: %s", e.Env, FlagName(e.Env), e.Value, e.Problem, e.Fix)
+	case e.Flag != "":
+		return fmt.Sprintf("worker: -%s %s: %s", e.Flag, e.Problem, e.Fix)
+	}
+	return fmt.Sprintf("worker: argument %q %s: %s", e.Value, e.Problem, e.Fix)
 }
 
 // Unwrap returns the underlying error.
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// LoadConfig reads a Config from getenv (os.Getenv in production) and then
-// from args (the command line without the program and subcommand), flags
-// winning. It returns flag.ErrHelp after printing usage to out for -h, a
-// *ConfigError for a flag value that does not parse, and Validate's error
-// for a bad field. Nothing is started.
+// LoadConfig reads a Config from getenv (os.Getenv in production) and from
+// args (the command line without the program and subcommand). A flag wins
+// over its variable, even over a variable whose value is bad: only the value
+// in force is parsed. It returns flag.ErrHelp after printing the flags to out
+// for -h, a *ConfigError for a command line that does not parse or a value
+// that is not a number, and Validate's error for a bad field. It prints
+// nothing else and starts nothing.
 func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Config, error) {
 	var c Config
+	settings := c.settings()
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	fs.SetOutput(out)
-	for _, s := range c.settings() {
-		v := getenv(s.env)
-		if s.str != nil {
-			*s.str = v
-			fs.StringVar(s.str, FlagName(s.env), v, s.usage+" ["+s.env+"]")
-			continue
-		}
-		if v != "" {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return Config{}, &ConfigError{Env: s.env, Value: v, Problem: "is not a number", Fix: "use a decimal such as 0.5", Err: err}
-			}
-			*s.float = f
-		}
-		fs.Float64Var(s.float, FlagName(s.env), *s.float, s.usage+" ["+s.env+"]")
+	fs.SetOutput(io.Discard) // a parse error comes back as one *ConfigError
+	fs.Usage = func() {}
+	given := make([]string, len(settings))
+	envOf := make(map[string]string, len(settings))
+	for i, s := range settings {
+		// No default: -h must not print the environment's values (keys).
+		fs.StringVar(&given[i], FlagName(s.env), "", s.usage+" ["+s.env+"]")
+		envOf[FlagName(s.env)] = s.env
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(out, "flags (each also read from the environment variable in brackets; a flag wins):")
+			fs.SetOutput(out)
+			fs.PrintDefaults()
 			return Config{}, err
 		}
-		return Config{}, fmt.Errorf("worker: %w (run with -h for the flags)", err)
+		return Config{}, flagError(err, fs, envOf)
 	}
 	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("worker: unexpected argument %q: flags only (run with -h for the flags)", fs.Arg(0))
+		return Config{}, &ConfigError{Value: fs.Arg(0), Problem: "is not a flag",
+			Fix: "the subcommand comes first and flags follow, e.g. `worker status -redis-url redis://localhost:6379/0` (run with -h for the flags)"}
+	}
+	set := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for i, s := range settings {
+		v := getenv(s.env)
+		if set[FlagName(s.env)] {
+			v = given[i]
+		}
+		if s.str != nil {
+			*s.str = v
+			continue
+		}
+		if v == "" {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return Config{}, &ConfigError{Env: s.env, Value: v, Problem: "is not a number", Fix: "use a decimal such as 0.5", Err: err}
+		}
+		*s.float = f
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
 	}
 	return c.WithDefaults(), nil
+}
+
+// flagError turns the flag package's parse error into one *ConfigError. Its
+// messages are matched by their fixed prefixes; every flag here takes a
+// value, so these are the errors Parse can return.
+func flagError(err error, fs *flag.FlagSet, envOf map[string]string) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		fix := "run with -h for the flags"
+		if near := nearestFlag(fs, name); near != "" {
+			fix = "did you mean -" + near + "? " + fix
+		}
+		return &ConfigError{Flag: name, Problem: "is not a flag", Fix: fix, Err: err}
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok && envOf[name] != "" {
+		return &ConfigError{Env: envOf[name], Problem: "has no value after the flag",
+			Fix: "give one: -" + name + " VALUE or -" + name + "=VALUE", Err: err}
+	}
+	if arg, ok := strings.CutPrefix(msg, "bad flag syntax: "); ok {
+		return &ConfigError{Value: arg, Problem: "is not a flag", Fix: "write flags as -name VALUE or -name=VALUE (run with -h for the flags)", Err: err}
+	}
+	return &ConfigError{Value: strings.Join(fs.Args(), " "), Problem: "does not parse (" + msg + ")", Fix: "run with -h for the flags", Err: err}
+}
+
+// nearestFlag returns the defined flag closest to name by edit distance, if
+// it is within two edits: the flag a typo meant.
+func nearestFlag(fs *flag.FlagSet, name string) string {
+	best, bestDist := "", 3
+	fs.VisitAll(func(f *flag.Flag) {
+		if d := editDistance(name, f.Name); d < bestDist {
+			best, bestDist = f.Name, d
+		}
+	})
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // WithDefaults returns c with its empty fields set to the defaults.
@@ -250,6 +337,13 @@ func (c Config) Validate() error {
 			return &ConfigError{Env: "REDIS_URL", Value: redactURL(c.RedisURL), Problem: "is not a Redis URL",
 				Fix: `use e.g. "redis://localhost:6379/0" (rediss:// for TLS), or leave it empty for the memory store`, Err: err}
 		}
+		// What the client will make of it: the database number, the
+		// query's options. Its messages name no password.
+		if _, err := goredis.ParseURL(c.RedisURL); err != nil {
+			return &ConfigError{Env: "REDIS_URL", Value: redactURL(c.RedisURL),
+				Problem: "is not a usable Redis URL (" + strings.TrimPrefix(err.Error(), "redis: ") + ")",
+				Fix:     `use redis://[user:password@]host:port/DB, DB a database number, e.g. "redis://localhost:6379/0"`, Err: err}
+		}
 	}
 	if c.StoreFailure != "" {
 		if _, err := failover.ParseMode(c.StoreFailure); err != nil {
@@ -303,7 +397,7 @@ func (c Config) Validate() error {
 	}
 	if c.Policies != "" {
 		if _, err := LoadPolicies(c.Policies); err != nil {
-			return &ConfigError{Env: "POLICIES", Value: c.Policies, Problem: "cannot be used", Fix: err.Error(), Err: err}
+			return &ConfigError{Env: "POLICIES", Value: c.Policies, Problem: "cannot be used", Fix: oneLine(err.Error()), Err: err}
 		}
 	}
 	return nil
@@ -318,6 +412,12 @@ func checkHostPort(s string) error {
 		return fmt.Errorf("port %q is not a number in [0, 65535]", port)
 	}
 	return nil
+}
+
+// oneLine joins a multi-line message (the YAML decoder's lists one problem
+// a line) into one line, as every configuration error is printed.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // redactURL hides a URL's password.

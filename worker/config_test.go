@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"io"
@@ -76,6 +77,10 @@ func TestLoadConfigRejectsEachBadField(t *testing.T) {
 			"TASK_QUEUE", "spaces", "remove them"},
 		{"redis url of another scheme", map[string]string{"REDIS_URL": "http://redis:6379"}, nil,
 			"REDIS_URL", "is not a Redis URL", "redis://localhost:6379/0"},
+		{"redis url with a database that is not a number", map[string]string{"REDIS_URL": "redis://host:6379/abc"}, nil,
+			"REDIS_URL", `invalid database number: "abc"`, "DB a database number"},
+		{"redis url with an unknown option", nil, []string{"-redis-url", "redis://host:6379/0?dial_timout=1s"},
+			"REDIS_URL", "unexpected option: dial_timout", "redis://localhost:6379/0"},
 		{"unknown store failure policy", map[string]string{"REDIS_URL": "redis://r:6379", "STORE_FAILURE": "shut"}, nil,
 			"STORE_FAILURE", "is not a failure policy", "closed, open or local"},
 		{"store failure without redis", map[string]string{"STORE_FAILURE": "open"}, nil,
@@ -106,6 +111,10 @@ func TestLoadConfigRejectsEachBadField(t *testing.T) {
 			"SIM_ADDRESS", "is not host:port", "127.0.0.1"},
 		{"unknown log level", map[string]string{"LOG_LEVEL": "loud"}, nil,
 			"LOG_LEVEL", "is not a log level", "debug, info, warn or error"},
+		{"local share flag that is not a number", map[string]string{"REDIS_URL": "redis://r:6379", "STORE_FAILURE": "local"}, []string{"-store-local-share", "half"},
+			"STORE_LOCAL_SHARE", "is not a number", "decimal"},
+		{"flag without its value", nil, []string{"-task-queue"},
+			"TASK_QUEUE", "has no value", "-task-queue=VALUE"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := LoadConfig(tc.args, envOf(tc.env), io.Discard)
@@ -132,11 +141,62 @@ func TestConfigErrorsNeverShowKeys(t *testing.T) {
 	require.NotContains(t, err.Error(), "hunter2")
 }
 
-func TestUnknownFlagAndStrayArgument(t *testing.T) {
-	_, err := LoadConfig([]string{"-temporal-adress", "x:1"}, envOf(nil), io.Discard)
-	require.ErrorContains(t, err, "temporal-adress")
-	require.ErrorContains(t, err, "-h")
+// A command line that does not parse is one *ConfigError, like a bad value:
+// no usage text, and the fix in the message.
+func TestCommandLineErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"misspelt flag", []string{"-temporal-adress", "x:1"},
+			[]string{"worker: -temporal-adress is not a flag", "did you mean -temporal-address?", "-h"}},
+		{"unknown flag", []string{"-verbose"},
+			[]string{"worker: -verbose is not a flag", "run with -h for the flags"}},
+		{"stray argument", []string{"extra"},
+			[]string{`worker: argument "extra" is not a flag`, "the subcommand comes first"}},
+		{"bad flag syntax", []string{"---task-queue", "q"},
+			[]string{`worker: argument "---task-queue" is not a flag`, "-name=VALUE"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			_, err := LoadConfig(tc.args, envOf(nil), &out)
+			var ce *ConfigError
+			require.True(t, errors.As(err, &ce), "got %T: %v", err, err)
+			for _, w := range tc.want {
+				require.ErrorContains(t, err, w)
+			}
+			require.NotContains(t, err.Error(), "\n", "one line")
+			require.Empty(t, out.String(), "the flag package's usage text is not printed")
+		})
+	}
+}
 
-	_, err = LoadConfig([]string{"extra"}, envOf(nil), io.Discard)
-	require.ErrorContains(t, err, `unexpected argument "extra"`)
+// A flag wins over its variable even when the variable's value is bad: only
+// the value in force is parsed.
+func TestFlagOverridesABadEnvironmentValue(t *testing.T) {
+	env := envOf(map[string]string{"STORE_LOCAL_SHARE": "half", "REDIS_URL": "redis://r:6379/0", "STORE_FAILURE": "local"})
+	cfg, err := LoadConfig([]string{"-store-local-share", "0.5"}, env, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 0.5, cfg.StoreLocalShare)
+
+	cfg, err = LoadConfig([]string{"-log-level", "debug"}, envOf(map[string]string{"LOG_LEVEL": "loud"}), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "debug", cfg.LogLevel)
+
+	cfg, err = LoadConfig([]string{"-redis-url=", "-store-failure=", "-store-local-share="}, env, io.Discard)
+	require.NoError(t, err, "an empty flag overrides too")
+	require.Empty(t, cfg.RedisURL)
+	require.Equal(t, 1.0, cfg.StoreLocalShare)
+}
+
+// -h lists every flag with its variable, and never the environment's values.
+func TestHelpListsFlagsWithoutValues(t *testing.T) {
+	var out bytes.Buffer
+	_, err := LoadConfig([]string{"-h"}, envOf(map[string]string{"OPENAI_API_KEY": "sk-secret-123"}), &out)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	require.Contains(t, out.String(), "-openai-api-key")
+	require.Contains(t, out.String(), "[OPENAI_API_KEY]")
+	require.Contains(t, out.String(), "-store-local-share share")
+	require.NotContains(t, out.String(), "sk-secret-123")
 }

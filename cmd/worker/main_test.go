@@ -112,6 +112,23 @@ func TestBadConfigExitsBeforeStarting(t *testing.T) {
 	require.Contains(t, stderr.String(), "STORE_FAILURE (-store-failure)")
 }
 
+// A flag that does not parse is one line, like any bad setting, with exit
+// code 2, and no usage text.
+func TestBadFlagIsOneConfigError(t *testing.T) {
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"serve", "-temporal-adress", "x:1"}, func(string) string { return "" }, io.Discard, &stderr)
+	require.Equal(t, 2, code)
+	require.Equal(t, "worker: -temporal-adress is not a flag: did you mean -temporal-address? run with -h for the flags\n", stderr.String())
+}
+
+// A flag overrides a bad environment value instead of being refused by it.
+func TestFlagWinsOverABadEnvironmentValue(t *testing.T) {
+	env := map[string]string{"STORE_LOCAL_SHARE": "half"}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"status", "-store-local-share", "1"}, func(k string) string { return env[k] }, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+}
+
 func TestUnknownCommand(t *testing.T) {
 	var stderr bytes.Buffer
 	require.Equal(t, 2, run(context.Background(), []string{"deploy"}, func(string) string { return "" }, io.Discard, &stderr))
