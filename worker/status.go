@@ -9,15 +9,22 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"go.opentelemetry.io/otel/metric/noop"
-
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/memory"
 )
 
-// Status prints each policy key's levels per axis, read from the store cfg
-// configures, to out. With no REDIS_URL the store is a fresh memory store,
-// so the levels shown are full: Status says so. It returns Validate's error
-// for a bad cfg and the store's error when a key cannot be read.
+// StatusTimeout bounds how long Status waits for Redis to answer before it
+// reports Redis unreachable.
+const StatusTimeout = 5 * time.Second
+
+// Status prints each policy key's levels per axis to out, read from the
+// store cfg configures. With REDIS_URL it reads Redis itself, never through
+// the STORE_FAILURE fallback a worker uses (whose stand-in buckets would show
+// levels nobody shares), and returns an error naming REDIS_URL when Redis
+// does not answer PING within StatusTimeout. With no REDIS_URL the store is
+// a fresh memory store, so the levels shown are full: Status says so. It
+// returns Validate's error for a bad cfg and the store's error when a key
+// cannot be read.
 func Status(ctx context.Context, cfg Config, out io.Writer, logger *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -28,17 +35,28 @@ func Status(ctx context.Context, cfg Config, out io.Writer, logger *slog.Logger)
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := openStore(cfg, b.Policies, noop.NewMeterProvider().Meter("tollgate"), logger)
+	keys := b.Policies.Keys()
+	if cfg.RedisURL == "" {
+		store, err := memory.New(b.Policies, memory.Options{})
+		if err != nil {
+			return fmt.Errorf("worker: memory store: %w", err)
+		}
+		fmt.Fprintln(out, "store: process memory of this command (no REDIS_URL): every bucket is full; set REDIS_URL to read the fleet's levels")
+		return WriteStatus(ctx, out, store, keys)
+	}
+	store, rdb, err := openRedis(cfg, b.Policies)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
-	if cfg.RedisURL == "" {
-		fmt.Fprintln(out, "store: process memory of this command (no REDIS_URL): every bucket is full; set REDIS_URL to read the fleet's levels")
-	} else {
-		fmt.Fprintln(out, "store: Redis", redactURL(cfg.RedisURL))
+	defer rdb.Close()
+	pingCtx, cancel := context.WithTimeout(ctx, StatusTimeout)
+	defer cancel()
+	if err := rdb.Ping(pingCtx).Err(); err != nil {
+		return fmt.Errorf("worker: status: Redis at REDIS_URL (-redis-url) %q is unreachable: %w (start Redis, or set REDIS_URL to the fleet's Redis; status reads Redis only, never a fallback)",
+			redactURL(cfg.RedisURL), err)
 	}
-	return WriteStatus(ctx, out, store, b.Policies.Keys())
+	fmt.Fprintln(out, "store: Redis", redactURL(cfg.RedisURL))
+	return WriteStatus(ctx, out, store, keys)
 }
 
 // WriteStatus prints a table of keys' levels from store: per axis, the

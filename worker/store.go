@@ -31,15 +31,9 @@ func openStore(cfg Config, ps quota.Policies, meter metric.Meter, logger *slog.L
 		logger.Info("quota store: process memory (embedded; budgets are this process's only — set REDIS_URL to share them across a fleet)")
 		return m, func() error { return nil }, nil
 	}
-	opts, err := goredis.ParseURL(cfg.RedisURL)
+	primary, rdb, err := openRedis(cfg, ps)
 	if err != nil {
-		return nil, nil, &ConfigError{Env: "REDIS_URL", Value: redactURL(cfg.RedisURL), Problem: "does not parse", Fix: err.Error(), Err: err}
-	}
-	rdb := goredis.NewClient(opts)
-	primary, err := redis.New(rdb, ps, redis.Options{})
-	if err != nil {
-		rdb.Close()
-		return nil, nil, fmt.Errorf("worker: redis store: %w", err)
+		return nil, nil, err
 	}
 	mode, _ := failover.ParseMode(cfg.StoreFailure) // Validate checked it
 	transitions, err := meter.Int64Counter(MetricStoreDegraded,
@@ -67,7 +61,24 @@ func openStore(cfg Config, ps quota.Policies, meter metric.Meter, logger *slog.L
 		rdb.Close()
 		return nil, nil, fmt.Errorf("worker: failover store: %w", err)
 	}
+	opts := rdb.Options()
 	logger.Info("quota store: Redis (real; budgets shared by every worker using it)", "addr", opts.Addr, "db", opts.DB,
 		"store_failure", mode.String(), "store_local_share", cfg.StoreLocalShare)
 	return fs, rdb.Close, nil
+}
+
+// openRedis builds the Redis store of cfg.RedisURL on a new client, without
+// contacting Redis. The caller closes the client.
+func openRedis(cfg Config, ps quota.Policies) (*redis.Store, *goredis.Client, error) {
+	opts, err := goredis.ParseURL(cfg.RedisURL)
+	if err != nil { // Validate checks this; a Config used without it lands here
+		return nil, nil, &ConfigError{Env: "REDIS_URL", Value: redactURL(cfg.RedisURL), Problem: "does not parse", Fix: err.Error(), Err: err}
+	}
+	rdb := goredis.NewClient(opts)
+	s, err := redis.New(rdb, ps, redis.Options{})
+	if err != nil {
+		rdb.Close()
+		return nil, nil, fmt.Errorf("worker: redis store: %w", err)
+	}
+	return s, rdb, nil
 }

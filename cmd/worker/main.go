@@ -17,10 +17,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/worker"
 )
@@ -72,6 +75,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runDemo(ctx, cfg, defaultPlan(), stdout, stderr, isTerminal(stdout))
 	case "status":
 		logger, _ := worker.NewLogger(stderr, "warn")
+		// go-redis logs each failed dial itself; status reports the
+		// outcome in one line, so its lines go to the logger's debug level.
+		goredis.SetLogger(redisLog{logger})
 		if err := worker.Status(ctx, cfg, stdout, logger); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
@@ -95,6 +101,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 1
 	}
 	return 0
+}
+
+// redisLog passes go-redis's own log lines to a slog.Logger at debug level.
+type redisLog struct{ logger *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.logger.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
 }
 
 // isTerminal reports whether w is a character device (a terminal), where the

@@ -145,6 +145,20 @@ func TestStatusOnTheMemoryStore(t *testing.T) {
 	require.Regexp(t, `anthropic/default/claude-3-5-haiku-latest\s+output_tokens\s+400000`, out)
 }
 
+// With Redis down, status exits 1 with one line naming REDIS_URL, instead of
+// showing the full stand-in buckets of a worker's fallback.
+func TestStatusWithRedisUnreachable(t *testing.T) {
+	env := map[string]string{"REDIS_URL": "redis://" + freeAddr(t) + "/0", "STORE_FAILURE": "local"}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"status"}, func(k string) string { return env[k] }, &stdout, &stderr)
+	require.Equal(t, 1, code)
+	require.Empty(t, stdout.String())
+	msg := strings.TrimSpace(stderr.String())
+	require.NotContains(t, msg, "\n", "one line: %q", msg)
+	require.Contains(t, msg, "REDIS_URL (-redis-url)")
+	require.Contains(t, msg, "is unreachable")
+}
+
 // `worker sim` serves the default profile for a fleet to share.
 func TestSimServesTheDefaultProfile(t *testing.T) {
 	addr := freeAddr(t)

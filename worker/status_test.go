@@ -1,0 +1,79 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/redis"
+	"github.com/tollgate/tollgate/testsuite/redistest"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// closedAddr returns a loopback address nothing listens on right now.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// With Redis down, status fails and says so: the failover store a worker
+// falls back on would show full stand-in buckets that nobody shares.
+func TestStatusFailsWhenRedisIsUnreachable(t *testing.T) {
+	cfg := Config{RedisURL: "redis://" + closedAddr(t) + "/0", StoreFailure: "local", StoreLocalShare: 0.5}
+	var out bytes.Buffer
+	err := Status(context.Background(), cfg, &out, quietLogger())
+	require.Error(t, err)
+	require.ErrorContains(t, err, "REDIS_URL")
+	require.ErrorContains(t, err, "unreachable")
+	require.NotContains(t, out.String(), "[#", "no levels are printed")
+}
+
+// Status reads the levels the fleet shares: budget spent through one client
+// of the Redis shows as lowered levels.
+func TestStatusShowsWhatTheFleetSpentInRedis(t *testing.T) {
+	srv := redistest.StartServer(t)
+	ps := DefaultBudgets().Policies
+	fleet, err := redis.New(srv.Client(), ps, redis.Options{})
+	require.NoError(t, err)
+	key := quota.Key{Provider: "openai", Model: SimPrimary}
+	d, err := fleet.Reserve(context.Background(), quota.Reservation{Key: key, Ticket: "status-test", Cost: quota.Cost{Requests: 20, Tokens: 50_000}})
+	require.NoError(t, err)
+	require.Equal(t, quota.Granted, d.Outcome)
+
+	var out bytes.Buffer
+	require.NoError(t, Status(context.Background(), Config{RedisURL: srv.URL()}, &out, quietLogger()))
+	require.Contains(t, out.String(), "store: Redis")
+
+	// 57 requests (60 less 5% headroom) less 20, plus what refilled since
+	// (57 a minute); 200000 tokens less 50000, likewise.
+	requests := available(t, out.String(), "openai/default/gpt-4o-mini", "requests", 57)
+	require.GreaterOrEqual(t, requests, 36.5)
+	require.Less(t, requests, 50.0, "status shows the spent budget:\n%s", out.String())
+	tokens := available(t, out.String(), "openai/default/gpt-4o-mini", "tokens", 190000)
+	require.Less(t, tokens, 180_000.0, "status shows the spent budget:\n%s", out.String())
+	require.Equal(t, 600.0, available(t, out.String(), "openai/default/gpt-4o", "requests", 600), "untouched keys stay full")
+}
+
+// available reads one row's AVAILABLE column from WriteStatus's table.
+func available(t *testing.T, table, key, axis string, capacity int) float64 {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `\s+` + axis + `\s+` + strconv.Itoa(capacity) + `\s+(-?[0-9.]+)\s`)
+	m := re.FindStringSubmatch(table)
+	require.NotNil(t, m, "no %s %s row with capacity %d in:\n%s", key, axis, capacity, table)
+	v, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	return v
+}
