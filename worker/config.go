@@ -95,6 +95,10 @@ type Config struct {
 	// SimAddress (SIM_ADDRESS) is where the in-process llmsim listens.
 	// Default DefaultSimAddress.
 	SimAddress string
+	// SimConfig (SIM_CONFIG) is the path of a simulator profile, the YAML or
+	// JSON that llmsim.LoadConfig reads, served by `worker sim` and by the
+	// in-process simulator. Empty serves DefaultSimConfig.
+	SimConfig string
 	// LogLevel (LOG_LEVEL): debug, info, warn or error. Default info.
 	LogLevel string
 }
@@ -124,6 +128,7 @@ func (c *Config) settings() []setting {
 		{env: "METRICS_ADDR", str: &c.MetricsAddr, usage: "listen address of /metrics, or off (default " + DefaultMetricsAddr + ")"},
 		{env: "OTEL_EXPORTER_OTLP_ENDPOINT", str: &c.OTLPEndpoint, usage: "OTLP/gRPC endpoint for traces, e.g. http://collector:4317"},
 		{env: "SIM_ADDRESS", str: &c.SimAddress, usage: "listen address of the in-process llmsim (default " + DefaultSimAddress + ")"},
+		{env: "SIM_CONFIG", str: &c.SimConfig, usage: "path of a simulator profile (llmsim YAML or JSON); empty serves worker.DefaultSimConfig"},
 		{env: "LOG_LEVEL", str: &c.LogLevel, usage: "debug, info, warn or error (default info)"},
 	}
 }
@@ -306,8 +311,8 @@ func (c Config) WithDefaults() Config {
 func (c Config) Simulated() bool { return c.OpenAIAPIKey == "" && c.AnthropicAPIKey == "" }
 
 // Validate reports a *ConfigError naming the first bad field of c, or nil. It
-// checks the form of every field and reads the policies file; it contacts
-// nothing.
+// checks the form of every field and reads the policies and simulator
+// profile files; it contacts nothing.
 func (c Config) Validate() error {
 	for _, a := range []struct{ env, v string }{
 		{"TEMPORAL_ADDRESS", c.TemporalAddress},
@@ -398,6 +403,11 @@ func (c Config) Validate() error {
 	if c.Policies != "" {
 		if _, err := LoadPolicies(c.Policies); err != nil {
 			return &ConfigError{Env: "POLICIES", Value: c.Policies, Problem: "cannot be used", Fix: oneLine(err.Error()), Err: err}
+		}
+	}
+	if c.SimConfig != "" {
+		if _, err := c.simProfile(); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -58,6 +58,8 @@ func TestLoadConfigRejectsEachBadField(t *testing.T) {
 	dir := t.TempDir()
 	badPolicies := filepath.Join(dir, "bad.yaml")
 	require.NoError(t, os.WriteFile(badPolicies, []byte("policies:\n  - provider: openai\n    limits: {requests_per_minute: 10}\n"), 0o600))
+	badSim := filepath.Join(dir, "sim.yaml")
+	require.NoError(t, os.WriteFile(badSim, []byte("models:\n  - provider: gemini\n    name: gemini-2.0-flash\n"), 0o600))
 
 	for _, tc := range []struct {
 		name    string
@@ -111,6 +113,10 @@ func TestLoadConfigRejectsEachBadField(t *testing.T) {
 			"SIM_ADDRESS", "is not host:port", "127.0.0.1"},
 		{"unknown log level", map[string]string{"LOG_LEVEL": "loud"}, nil,
 			"LOG_LEVEL", "is not a log level", "debug, info, warn or error"},
+		{"sim config missing", map[string]string{"SIM_CONFIG": filepath.Join(dir, "nope.yaml")}, nil,
+			"SIM_CONFIG", "cannot be used", "check the path"},
+		{"sim config with a bad model", nil, []string{"-sim-config", badSim},
+			"SIM_CONFIG", "cannot be used", "models[0].provider"},
 		{"local share flag that is not a number", map[string]string{"REDIS_URL": "redis://r:6379", "STORE_FAILURE": "local"}, []string{"-store-local-share", "half"},
 			"STORE_LOCAL_SHARE", "is not a number", "decimal"},
 		{"flag without its value", nil, []string{"-task-queue"},
@@ -197,6 +203,7 @@ func TestHelpListsFlagsWithoutValues(t *testing.T) {
 	require.ErrorIs(t, err, flag.ErrHelp)
 	require.Contains(t, out.String(), "-openai-api-key")
 	require.Contains(t, out.String(), "[OPENAI_API_KEY]")
+	require.Contains(t, out.String(), "-sim-config")
 	require.Contains(t, out.String(), "-store-local-share share")
 	require.NotContains(t, out.String(), "sk-secret-123")
 }

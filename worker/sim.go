@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"time"
 
 	"github.com/tollgate/tollgate/testsuite/llmsim"
@@ -94,14 +95,23 @@ func DefaultBudgets() Budgets {
 	return b
 }
 
-// ServeSim serves DefaultSimConfig on cfg.SimAddress until ctx is done: one
-// simulated provider that a fleet of workers shares (give them
-// OPENAI_BASE_URL=http://ADDR/v1/, ANTHROPIC_BASE_URL=http://ADDR and the
-// keys SimOpenAIKey and SimAnthropicKey), so that the providers' limits are
-// enforced once for the fleet, as the real ones are.
+// ServeSim serves the simulator profile cfg names (SIM_CONFIG, or
+// DefaultSimConfig) on cfg.SimAddress until ctx is done: one simulated
+// provider that a fleet of workers shares (give them
+// OPENAI_BASE_URL=http://ADDR/v1/, ANTHROPIC_BASE_URL=http://ADDR and keys
+// the profile accepts: SimOpenAIKey and SimAnthropicKey for the default), so
+// that the providers' limits are enforced once for the fleet, as the real
+// ones are. It returns a *ConfigError for a bad cfg, and the listener's error.
 func ServeSim(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
 	cfg = cfg.WithDefaults()
-	sim, err := llmsim.New(DefaultSimConfig())
+	profile, err := cfg.simProfile()
+	if err != nil {
+		return err
+	}
+	sim, err := llmsim.New(profile)
 	if err != nil {
 		return fmt.Errorf("worker: simulator: %w", err)
 	}
@@ -109,7 +119,69 @@ func ServeSim(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("worker: simulator: listen on %s: %w (set SIM_ADDRESS to a free address)", cfg.SimAddress, err)
 	}
-	logger.Info("simulator: serving the default profile (worker.DefaultSimConfig)", "address", l.Addr().String(),
+	logger.Info("simulator: serving "+cfg.simProfileName(), "address", l.Addr().String(), "models", simModels(profile),
 		"openai_base_url", "http://"+l.Addr().String()+"/v1/", "anthropic_base_url", "http://"+l.Addr().String())
 	return sim.Serve(ctx, l)
+}
+
+// simProfile returns the simulator profile SIM_CONFIG names, read and
+// validated by llmsim, or DefaultSimConfig when it is empty. A file that
+// cannot be used is a *ConfigError naming SIM_CONFIG.
+func (c Config) simProfile() (llmsim.Config, error) {
+	if c.SimConfig == "" {
+		return DefaultSimConfig(), nil
+	}
+	if _, err := os.Stat(c.SimConfig); err != nil {
+		return llmsim.Config{}, &ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig, Problem: "cannot be used",
+			Fix: fmt.Sprintf("cannot read the file (%v): check the path, or leave SIM_CONFIG empty for the default profile", err), Err: err}
+	}
+	p, err := llmsim.LoadConfig(c.SimConfig)
+	if err != nil {
+		return llmsim.Config{}, &ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig, Problem: "cannot be used",
+			Fix: oneLine(err.Error()) + " (the format is llmsim.Config's; testsuite/llmsim/testdata/example.yaml is an example)", Err: err}
+	}
+	return p, nil
+}
+
+// simProfileName says which profile simProfile returns, for logs.
+func (c Config) simProfileName() string {
+	if c.SimConfig == "" {
+		return "the default profile (worker.DefaultSimConfig)"
+	}
+	return "SIM_CONFIG " + c.SimConfig
+}
+
+// checkInProcessSim reports a *ConfigError when profile, served in-process,
+// would refuse the keys the worker sends it (SimOpenAIKey, SimAnthropicKey):
+// a profile that lists accounts must list those keys for the providers it
+// serves.
+func (c Config) checkInProcessSim(profile llmsim.Config) error {
+	if len(profile.Accounts) == 0 {
+		return nil // any key is accepted
+	}
+	keys := make(map[string]bool, len(profile.Accounts))
+	for _, a := range profile.Accounts {
+		keys[a.APIKey] = true
+	}
+	for _, m := range profile.Models {
+		key := SimOpenAIKey
+		if m.Provider == llmsim.Anthropic {
+			key = SimAnthropicKey
+		}
+		if !keys[key] {
+			return &ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig,
+				Problem: "lists no account with the key the worker sends its in-process simulator for " + m.Provider + " (" + key + ")",
+				Fix:     fmt.Sprintf("add an account with api_key %q for OpenAI models and one with %q for Anthropic models, or list no accounts to accept any key", SimOpenAIKey, SimAnthropicKey)}
+		}
+	}
+	return nil
+}
+
+// simModels lists a profile's models as "provider/name", for logs.
+func simModels(p llmsim.Config) []string {
+	ms := make([]string, len(p.Models))
+	for i, m := range p.Models {
+		ms[i] = m.Provider + "/" + m.Name
+	}
+	return ms
 }

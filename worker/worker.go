@@ -30,6 +30,7 @@ type Worker struct {
 	tel     *telemetry
 	dev     *devserver.Server // nil with TEMPORAL_ADDRESS
 	address string            // the Temporal frontend dialled
+	profile llmsim.Config     // what the in-process simulator serves
 	sim     *llmsim.Sim       // nil with API keys
 	simURL  string
 	stopSim context.CancelFunc
@@ -42,7 +43,8 @@ type Worker struct {
 
 // Start validates cfg (see Config.Validate), fills in its defaults and
 // starts the worker: telemetry, the Temporal connection (or an embedded
-// server), the quota store, the simulator when no API key is set, and a
+// server), the quota store, the simulator (SIM_CONFIG's profile, or
+// DefaultSimConfig) when no API key is set, and a
 // Temporal worker on cfg.TaskQueue with Tollgate's interceptor, the LLM
 // activities and the agent workflows registered. It logs, through logger,
 // which parts are real and which are embedded or simulated; no secret is
@@ -62,6 +64,16 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (w *Worker, err
 
 	if w.budgets, err = w.loadBudgets(); err != nil {
 		return w, err
+	}
+	if cfg.Simulated() {
+		// Checked before anything starts: a profile that refuses the
+		// worker's keys would fail every call, not the start.
+		if w.profile, err = cfg.simProfile(); err != nil {
+			return w, err
+		}
+		if err := cfg.checkInProcessSim(w.profile); err != nil {
+			return w, err
+		}
 	}
 	if w.tel, err = newTelemetry(ctx, cfg, logger); err != nil {
 		return w, err
@@ -129,6 +141,10 @@ func (w *Worker) loadBudgets() (Budgets, error) {
 		return b, nil
 	case w.cfg.Simulated():
 		w.logger.Info("policies: the simulator's defaults (POLICIES is empty)", "keys", len(DefaultBudgets().Policies.Keys()))
+		if w.cfg.SimConfig != "" {
+			w.logger.Warn("policies: the defaults describe worker.DefaultSimConfig's models, not SIM_CONFIG's; set POLICIES to the limits of the models SIM_CONFIG serves",
+				"sim_config", w.cfg.SimConfig)
+		}
 		return DefaultBudgets(), nil
 	}
 	w.logger.Warn("policies: none (POLICIES is empty): calls run ungoverned; set POLICIES to a policies file with your providers' limits")
@@ -179,7 +195,7 @@ func (w *Worker) providers() (*activities.Activities, error) {
 	cfg := w.cfg
 	var ac activities.Config
 	if cfg.Simulated() {
-		sim, err := llmsim.New(DefaultSimConfig())
+		sim, err := llmsim.New(w.profile)
 		if err != nil {
 			return nil, fmt.Errorf("worker: simulator: %w", err)
 		}
@@ -197,8 +213,8 @@ func (w *Worker) providers() (*activities.Activities, error) {
 		}()
 		ac.OpenAI = activities.ProviderConfig{APIKey: SimOpenAIKey, BaseURL: w.simURL + "/v1/"}
 		ac.Anthropic = activities.ProviderConfig{APIKey: SimAnthropicKey, BaseURL: w.simURL}
-		w.logger.Info("providers: simulated by llmsim in-process (no OPENAI_API_KEY or ANTHROPIC_API_KEY); see worker.DefaultSimConfig",
-			"url", w.simURL, "models", []string{SimPrimary, SimBackup, SimFlaky, SimCapped})
+		w.logger.Info("providers: simulated by llmsim in-process (no OPENAI_API_KEY or ANTHROPIC_API_KEY), serving "+cfg.simProfileName(),
+			"url", w.simURL, "models", simModels(w.profile))
 	} else {
 		if cfg.OpenAIAPIKey != "" {
 			ac.OpenAI = activities.ProviderConfig{APIKey: cfg.OpenAIAPIKey, BaseURL: cfg.OpenAIBaseURL}

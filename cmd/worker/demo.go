@@ -110,6 +110,10 @@ func runDemo(ctx context.Context, cfg worker.Config, p plan, out, errOut io.Writ
 		logger.Info("demo: uses the simulator's default policies; ignoring POLICIES", "file", cfg.Policies)
 		cfg.Policies = ""
 	}
+	if cfg.SimConfig != "" {
+		logger.Info("demo: runs on the default simulator profile (its workload needs those models); ignoring SIM_CONFIG", "file", cfg.SimConfig)
+		cfg.SimConfig = ""
+	}
 	start := time.Now()
 	w, err := worker.Start(ctx, cfg, logger)
 	if err != nil {

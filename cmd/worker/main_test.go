@@ -159,6 +159,14 @@ func TestStatusWithRedisUnreachable(t *testing.T) {
 	require.Contains(t, msg, "is unreachable")
 }
 
+func TestSimWithABadSIMConfig(t *testing.T) {
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"sim", "-sim-config", "/nonexistent/sim.yaml"}, func(string) string { return "" }, io.Discard, &stderr)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr.String(), `SIM_CONFIG (-sim-config) "/nonexistent/sim.yaml" cannot be used`)
+	require.Contains(t, stderr.String(), "check the path")
+}
+
 // `worker sim` serves the default profile for a fleet to share.
 func TestSimServesTheDefaultProfile(t *testing.T) {
 	addr := freeAddr(t)
