@@ -4,6 +4,7 @@
 //	go run ./cmd/worker demo      # a one-minute workload on the embedded defaults
 //	go run ./cmd/worker status    # each policy key's bucket levels
 //	go run ./cmd/worker sim       # serve the simulated providers on SIM_ADDRESS
+//	go run ./cmd/worker health    # exit 0 if a worker's /metrics answers on METRICS_ADDR
 //
 // Configuration comes from environment variables and flags of the same name
 // (TEMPORAL_ADDRESS or -temporal-address; flags win); run with -h for the
@@ -34,13 +35,16 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
-const usage = `usage: worker [serve|demo|status] [flags]
+const usage = `usage: worker [serve|demo|status|sim|health] [flags]
 
   serve   run the worker until interrupted (the default)
   demo    run a realistic workload on the embedded defaults and report
   status  print each policy key's bucket levels from the configured store
-  sim     serve the simulated providers (worker.DefaultSimConfig) on SIM_ADDRESS,
-          for a fleet of workers to share (see docker-compose.yml)
+          (with REDIS_URL, from Redis itself; exits 1 when it is unreachable)
+  sim     serve the simulated providers (SIM_CONFIG, or worker.DefaultSimConfig)
+          on SIM_ADDRESS, for a fleet of workers to share (see docker-compose.yml)
+  health  exit 0 when the worker's /metrics answers on METRICS_ADDR, else 1
+          (a container health check that needs no shell)
 
 Every flag can also be set by the environment variable of the same name in
 upper case with underscores (-temporal-address = TEMPORAL_ADDRESS); flags win.
@@ -53,7 +57,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
-	case "serve", "demo", "status", "sim":
+	case "serve", "demo", "status", "sim", "health":
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -82,6 +86,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
+		return 0
+	case "health":
+		if err := worker.Health(ctx, cfg); err != nil {
+			fmt.Fprintln(stderr, err)
+			var ce *worker.ConfigError
+			if errors.As(err, &ce) {
+				return 2
+			}
+			return 1
+		}
+		fmt.Fprintln(stdout, "worker: healthy: /metrics answers on", cfg.MetricsAddr)
 		return 0
 	}
 	logger, err := worker.NewLogger(stderr, cfg.LogLevel)

@@ -102,6 +102,22 @@ func TestServeOnTheEmbeddedDefaults(t *testing.T) {
 	require.Regexp(t, `tollgate_admissions_total\{[^}]*decision="granted"[^}]*key="openai/default/gpt-4o-mini"[^}]*\} 2`, metrics)
 	require.Regexp(t, `tollgate_bucket_available\{axis="requests",key="openai/default/gpt-4o-mini"`, metrics)
 	require.Contains(t, metrics, "temporal_", "the SDK's metrics share the endpoint")
+
+	var healthOut, healthErr bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"health"}, func(k string) string { return env[k] }, &healthOut, &healthErr),
+		"health with the worker's own configuration; stderr: %s", healthErr.String())
+	require.Contains(t, healthOut.String(), "healthy")
+}
+
+func TestHealthWithNoWorkerRunning(t *testing.T) {
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"health", "-metrics-addr", freeAddr(t)}, func(string) string { return "" }, io.Discard, &stderr)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr.String(), "no worker answers on METRICS_ADDR")
+
+	stderr.Reset()
+	require.Equal(t, 2, run(context.Background(), []string{"health"}, func(k string) string { return map[string]string{"METRICS_ADDR": "off"}[k] }, io.Discard, &stderr))
+	require.Contains(t, stderr.String(), "METRICS_ADDR (-metrics-addr)")
 }
 
 func TestBadConfigExitsBeforeStarting(t *testing.T) {
@@ -127,6 +143,15 @@ func TestFlagWinsOverABadEnvironmentValue(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"status", "-store-local-share", "1"}, func(k string) string { return env[k] }, &stdout, &stderr)
 	require.Equal(t, 0, code, stderr.String())
+}
+
+func TestUsageNamesEveryCommand(t *testing.T) {
+	var stdout bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"help"}, func(string) string { return "" }, &stdout, io.Discard))
+	require.Contains(t, stdout.String(), "usage: worker [serve|demo|status|sim|health] [flags]")
+	for _, cmd := range []string{"serve", "demo", "status", "sim", "health"} {
+		require.Regexp(t, `(?m)^  `+cmd+` `, stdout.String())
+	}
 }
 
 func TestUnknownCommand(t *testing.T) {
