@@ -8,8 +8,8 @@
 // setup: no TEMPORAL_ADDRESS starts an embedded Temporal server on loopback,
 // no REDIS_URL uses the in-process memory store, and no provider API key
 // starts llmsim (a simulated OpenAI and Anthropic) in-process with the
-// profile DefaultSimConfig documents. Start logs which parts are real and
-// which are embedded or simulated.
+// profile DefaultSimConfig documents, or the one SIM_CONFIG names. Start logs
+// which parts are real and which are embedded or simulated.
 //
 // cmd/worker is the binary built on it; read that package's main for the
 // recipe, and Start for what it builds.
