@@ -83,6 +83,11 @@ type Config struct {
 	// llmsim. Empty means the provider's public API.
 	OpenAIBaseURL    string
 	AnthropicBaseURL string
+	// OpenAIOrganization (OPENAI_ORG_ID) and OpenAIProject
+	// (OPENAI_PROJECT_ID) are sent as OpenAI-Organization and
+	// OpenAI-Project, for a key that belongs to several. Empty sends none.
+	OpenAIOrganization string
+	OpenAIProject      string
 
 	// MetricsAddr (METRICS_ADDR) is the listen address of the Prometheus
 	// /metrics endpoint, or "off". Default DefaultMetricsAddr.
@@ -123,6 +128,8 @@ func (c *Config) settings() []setting {
 		{env: "POLICIES", str: &c.Policies, usage: "path of the policies YAML file"},
 		{env: "OPENAI_API_KEY", str: &c.OpenAIAPIKey, usage: "OpenAI API key (prefer the environment variable: flags show in ps)"},
 		{env: "OPENAI_BASE_URL", str: &c.OpenAIBaseURL, usage: "OpenAI base URL including /v1/"},
+		{env: "OPENAI_ORG_ID", str: &c.OpenAIOrganization, usage: "OpenAI organization id sent with each call, for a key in several"},
+		{env: "OPENAI_PROJECT_ID", str: &c.OpenAIProject, usage: "OpenAI project id sent with each call"},
 		{env: "ANTHROPIC_API_KEY", str: &c.AnthropicAPIKey, usage: "Anthropic API key (prefer the environment variable: flags show in ps)"},
 		{env: "ANTHROPIC_BASE_URL", str: &c.AnthropicBaseURL, usage: "Anthropic base URL"},
 		{env: "METRICS_ADDR", str: &c.MetricsAddr, usage: "listen address of /metrics, or off (default " + DefaultMetricsAddr + ")"},
@@ -386,6 +393,17 @@ func (c Config) Validate() error {
 		}
 		if k.key != "" && strings.TrimSpace(k.key) != k.key {
 			return &ConfigError{Env: k.keyEnv, Value: "(redacted)", Problem: "has leading or trailing spaces", Fix: "remove them (a copy-paste slip?)"}
+		}
+	}
+	for _, id := range []struct{ env, v string }{{"OPENAI_ORG_ID", c.OpenAIOrganization}, {"OPENAI_PROJECT_ID", c.OpenAIProject}} {
+		switch {
+		case id.v == "":
+		case c.OpenAIAPIKey == "":
+			return &ConfigError{Env: id.env, Value: id.v, Problem: "is set but OPENAI_API_KEY is empty",
+				Fix: "set OPENAI_API_KEY for the real API, or unset " + id.env + " (the simulator takes no organization or project)"}
+		case strings.TrimSpace(id.v) != id.v || strings.ContainsFunc(id.v, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+			return &ConfigError{Env: id.env, Value: id.v, Problem: "has spaces at its ends or control characters",
+				Fix: "set the bare id, e.g. org-… or proj_…"}
 		}
 	}
 	if c.OTLPEndpoint != "" {

@@ -217,7 +217,8 @@ func (w *Worker) providers() (*activities.Activities, error) {
 			"url", w.simURL, "models", simModels(w.profile))
 	} else {
 		if cfg.OpenAIAPIKey != "" {
-			ac.OpenAI = activities.ProviderConfig{APIKey: cfg.OpenAIAPIKey, BaseURL: cfg.OpenAIBaseURL}
+			ac.OpenAI = activities.ProviderConfig{APIKey: cfg.OpenAIAPIKey, BaseURL: cfg.OpenAIBaseURL,
+				Organization: cfg.OpenAIOrganization, Project: cfg.OpenAIProject}
 			w.logger.Info("providers: OpenAI (real; key set)", "base_url", orDefault(cfg.OpenAIBaseURL, activities.DefaultOpenAIBaseURL))
 		}
 		if cfg.AnthropicAPIKey != "" {
