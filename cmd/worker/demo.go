@@ -193,12 +193,16 @@ loop:
 	return summarize(out, w, p, &t, time.Since(start))
 }
 
-// verdict checks the run against the design: every workflow completed, and
-// each layer showed itself at least once.
-func verdict(n int, st interceptor.Stats, t *tally) []string {
+// verdict checks the run against the design: every workflow completed, the
+// primary (governed by a policy matching its limit) never answered 429, and
+// each reactive layer showed itself at least once.
+func verdict(n int, st interceptor.Stats, t *tally, primary429 int64) []string {
 	var bad []string
 	if c := t.completed.Load(); c != int64(n) {
 		bad = append(bad, fmt.Sprintf("completed=%d, want every one of the %d workflows", c, n))
+	}
+	if primary429 > 0 {
+		bad = append(bad, fmt.Sprintf("%s answered %d 429s: Tollgate let through more than its limit", worker.SimPrimary, primary429))
 	}
 	if st.Escalations < 1 {
 		bad = append(bad, "no call escalated to a backup model")

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/worker"
 )
 
@@ -38,4 +39,20 @@ func TestDemoSmallWorkload(t *testing.T) {
 	require.NotEqual(t, "0", m[5], "fallbacks")
 	require.NotEqual(t, "0", m[6], "spend caps")
 	require.Contains(t, out.String(), "demo: t=", "plain progress lines when stdout is not a terminal")
+}
+
+// The verdict names each way a run departs from the design.
+func TestVerdictNamesEachDeparture(t *testing.T) {
+	var good tally
+	good.completed.Store(3)
+	shown := interceptor.Stats{Escalations: 1, Fallbacks: 1, SpendCapped: 1}
+	require.Empty(t, verdict(3, shown, &good, 0))
+
+	var short tally
+	short.completed.Store(2)
+	bad := verdict(3, interceptor.Stats{}, &short, 2)
+	require.Len(t, bad, 5)
+	for i, want := range []string{"completed=2", "answered 2 429s", "escalated", "FallbackWorkflow", "spend cap"} {
+		require.Contains(t, bad[i], want)
+	}
 }

@@ -110,7 +110,7 @@ func summarize(out io.Writer, w *worker.Worker, p plan, t *tally, took time.Dura
 	}
 	t.mu.Unlock()
 	code := 0
-	if bad := verdict(p.workflows(), st, t); len(bad) > 0 {
+	if bad := verdict(p.workflows(), st, t, sim.Stats(worker.SimPrimary).TooManyRequests); len(bad) > 0 {
 		code = 1
 		for _, b := range bad {
 			fmt.Fprintln(out, "NOT AS DESIGNED:", b)
