@@ -76,7 +76,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 	c.info = activity.GetInfo(ctx)
 	c.r = quota.Reservation{
 		Key:      charge.Key,
-		Ticket:   c.info.Namespace + "/" + c.info.WorkflowExecution.ID + "/" + c.info.WorkflowExecution.RunID + "/" + c.info.ActivityID,
+		Ticket:   a.ticket(ctx, c.info),
 		Cost:     charge.Cost,
 		Priority: charge.Priority,
 	}
@@ -84,6 +84,19 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 	c.att.load(ctx, a.out)
 	ctx = context.WithValue(ctx, attemptKey{}, &c.att)
 	return a.governed(ctx, in, c)
+}
+
+// ticket is the call's ticket: the place its workflow reserved for it
+// (Options.WaitInWorkflow), else the activity's identity, the same for
+// every attempt.
+func (a *activityInbound) ticket(ctx context.Context, info activity.Info) string {
+	if p := interceptor.Header(ctx)[ticketHeader]; p != nil {
+		var t string
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &t); err == nil && t != "" {
+			return t
+		}
+	}
+	return info.Namespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
 }
 
 // applyFallbackStep sends the input to the step's target when the call is a

@@ -114,6 +114,44 @@ func TestBurstAgainstATightLimit(t *testing.T) {
 		n, burstLimit, float64(total)/n, stats.Queued+stats.Refused, n, float64(st.Received)/n, peak)
 }
 
+// The same burst with Options.WaitInWorkflow: each call takes its place in
+// line from its workflow and waits on a durable timer, so its activity runs
+// once. The provider still never refuses a call and no worker slot is held
+// while calls wait.
+func TestBurstWaitingInTheWorkflow(t *testing.T) {
+	const n = 8 * burstLimit
+	e := newEnv(t, burstSim("gpt-wait"))
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{openaiKey("gpt-wait"): burstPolicy()})
+	require.NoError(t, err)
+	store, err := redis.New(redistest.Start(t), ps, redis.Options{})
+	require.NoError(t, err)
+	ic, sl := e.startWorker(interceptor.Options{Store: store, WaitInWorkflow: true})
+
+	peak := e.burst("wait", "gpt-wait", n, sl)
+
+	st := e.sim.Stats("gpt-wait")
+	e.explain429s("wait", "gpt-wait", n)
+	require.Zero(t, st.TooManyRequests, "the provider never saw more than its limit")
+	require.EqualValues(t, n, st.Accepted)
+	require.EqualValues(t, n, st.Received, "one provider call per call")
+	stats := ic.Stats()
+	require.EqualValues(t, n, stats.Admitted)
+	require.Positive(t, stats.WaitedInWorkflow, "the burst made calls wait")
+
+	total, most := e.attempts("wait", n)
+	perCall := float64(total) / n
+	require.LessOrEqual(t, perCall, 1.2, "attempts per admitted call, read from history")
+	require.EqualValues(t, n+stats.Queued+stats.Refused, total, "every extra attempt is one of Tollgate's refusals")
+	timers := 0
+	for i := range n {
+		timers += timersStarted(e.history(fmt.Sprintf("wait-%d", i)))
+	}
+	require.EqualValues(t, stats.WaitedInWorkflow, timers, "each wait is a durable timer in its workflow's history")
+	require.LessOrEqual(t, peak, int64(4), "slots held while calls waited")
+	t.Logf("burst of %d against %d/s, waiting in the workflow: attempts per call %.2f (most %d), %d calls waited on a timer, provider calls per call %.2f, peak slots while waiting %d",
+		n, burstLimit, perCall, most, stats.WaitedInWorkflow, float64(st.Received)/n, peak)
+}
+
 // Two workers with their own Store instances on one Redis share one budget.
 func TestTwoWorkersShareOneBudgetInRedis(t *testing.T) {
 	const n = 6 * burstLimit

@@ -229,3 +229,14 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// timersStarted counts the durable timers a history started.
+func timersStarted(events []*historypb.HistoryEvent) int {
+	n := 0
+	for _, ev := range events {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED {
+			n++
+		}
+	}
+	return n
+}

@@ -21,6 +21,9 @@ type Stats struct {
 	// Refused: attempts ended with QuotaRefused without a place (paused,
 	// daily limit, past the line's bound, store unavailable).
 	Refused int64
+	// WaitedInWorkflow: calls whose workflow slept until their place in
+	// line matured before scheduling them (Options.WaitInWorkflow).
+	WaitedInWorkflow int64
 	// ProviderRateLimited: provider 429 and overload answers.
 	ProviderRateLimited int64
 	// Escalations: RateLimitEscalation errors returned.
@@ -37,13 +40,14 @@ type Stats struct {
 }
 
 type counters struct {
-	admitted, queued, refused, rateLimited, escalations, fallbacks, spendCapped, transient, ungoverned atomic.Int64
+	admitted, queued, refused, waitedInWorkflow, rateLimited, escalations, fallbacks, spendCapped, transient, ungoverned atomic.Int64
 }
 
 func (c *counters) snapshot() Stats {
 	return Stats{
 		Admitted:            c.admitted.Load(),
 		Queued:              c.queued.Load(),
+		WaitedInWorkflow:    c.waitedInWorkflow.Load(),
 		Refused:             c.refused.Load(),
 		ProviderRateLimited: c.rateLimited.Load(),
 		Escalations:         c.escalations.Load(),

@@ -54,6 +54,19 @@ type Options struct {
 	// does) can move to a backup; others ignore their chain.
 	Fallbacks map[string][]string
 
+	// WaitInWorkflow makes a governed call take its place in line before
+	// its activity is scheduled: a local activity reserves the call's cost
+	// and, when the call must wait, the workflow sleeps on a durable timer
+	// until its place matures. The activity then runs once instead of
+	// being refused once first, at the price of a marker in history for
+	// every governed call (and a timer for every wait). Refusals that are
+	// not a place in line (a paused key, a daily limit, a wait past the
+	// policy's MaxWait or the activity's deadline) still end attempts as
+	// usual. It applies to workflows that start with it on: keep it on
+	// until they have finished, as their histories hold its waits.
+	// Default false.
+	WaitInWorkflow bool
+
 	// MaxRetryAfter caps the provider's Retry-After. Default 60 s.
 	MaxRetryAfter time.Duration
 	// DefaultRetryAfter is the wait after a rate limit with no hint.

@@ -30,11 +30,16 @@ func (w *workflowInbound) Init(outbound interceptor.WorkflowOutboundInterceptor)
 type workflowOutbound struct {
 	interceptor.WorkflowOutboundInterceptorBase
 	root *WorkerInterceptor
+	// calls counts the governed calls that took a place in line from this
+	// workflow, to name each place's ticket.
+	calls int
 }
 
 // ExecuteActivity passes a fallback step on to the activity interceptor in
-// the call's header and, for a governed call, turns a RateLimitEscalation
-// into a FallbackWorkflow child whose result resolves the caller's future.
+// the call's header; with Options.WaitInWorkflow it first takes a governed
+// call's place in line; and for a governed call it turns a
+// RateLimitEscalation into a FallbackWorkflow child whose result resolves
+// the caller's future.
 func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	if step, ok := tollgate.FallbackStepFrom(ctx); ok {
 		if p, err := converter.GetDefaultDataConverter().ToPayload(step); err == nil {
@@ -42,16 +47,30 @@ func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		}
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
-	if !o.escalates(args) {
+	charge, governed := o.charge(activityType, args)
+	waits := governed && o.waits(ctx)
+	escalates := o.escalates(args)
+	if !waits && !escalates {
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
-	fut := o.Next.ExecuteActivity(ctx, activityType, args...)
-	result, settable := workflow.NewFuture(ctx)
 	ao := workflow.GetActivityOptions(ctx)
+	var fut workflow.Future
+	if !waits {
+		fut = o.Next.ExecuteActivity(ctx, activityType, args...)
+	}
+	result, settable := workflow.NewFuture(ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) {
+		if waits {
+			p, err := o.reserve(ctx, charge, ao)
+			if err != nil {
+				settable.Set(nil, err)
+				return
+			}
+			fut = o.execute(ctx, p, activityType, args)
+		}
 		var raw converter.RawValue
 		err := fut.Get(ctx, &raw)
-		if esc, ok := tollgate.Escalation(err); ok && len(esc.Backups) > 0 {
+		if esc, ok := tollgate.Escalation(err); ok && escalates && len(esc.Backups) > 0 {
 			raw, err = o.fallback(ctx, activityType, args[0], ao, esc, err)
 		}
 		if raw.Payload() == nil {

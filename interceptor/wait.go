@@ -1,0 +1,162 @@
+package interceptor
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/tollgate/tollgate"
+	"github.com/tollgate/tollgate/quota"
+)
+
+// ticketHeader carries the ticket a call reserved its place under in the
+// workflow (Options.WaitInWorkflow) to the activity interceptor, which
+// reserves under it again and so finds the place instead of taking another.
+const ticketHeader = "tollgate-ticket"
+
+// waitVersion gates Options.WaitInWorkflow with workflow.GetVersion, so
+// histories recorded without it replay without it.
+const waitVersion = "tollgate.wait-in-workflow"
+
+// placeInput is what the workflow asks the store, through a local activity.
+type placeInput struct {
+	Key      quota.Key
+	Ticket   string
+	Cost     quota.Cost
+	Priority quota.Priority
+}
+
+// placeResult is the store's answer.
+type placeResult struct {
+	Outcome quota.Outcome
+	Wait    time.Duration
+	Reason  quota.Reason
+}
+
+// reservePlace is the local activity behind Options.WaitInWorkflow.
+func (w *WorkerInterceptor) reservePlace(ctx context.Context, in placeInput) (placeResult, error) {
+	start := time.Now()
+	d, err := w.opts.Store.Reserve(ctx, quota.Reservation{Key: in.Key, Ticket: in.Ticket, Cost: in.Cost, Priority: in.Priority})
+	w.ins.store(ctx, "reserve", start)
+	if err != nil {
+		return placeResult{}, err
+	}
+	if d.Outcome == quota.Queued && d.Reason == quota.Capacity {
+		w.counters.waitedInWorkflow.Add(1)
+		w.ins.admission(ctx, in.Key, d)
+	}
+	return placeResult{Outcome: d.Outcome, Wait: d.Wait, Reason: d.Reason}, nil
+}
+
+// cancelPlace gives back a place the workflow no longer waits for.
+func (w *WorkerInterceptor) cancelPlace(ctx context.Context, in placeInput) error {
+	return w.opts.Store.Cancel(ctx, in.Key, in.Ticket)
+}
+
+// charge returns what a governed call costs, worked out in the workflow
+// from its arguments, and false for a call Tollgate does not govern or
+// cannot charge (the activity interceptor then says why).
+func (o *workflowOutbound) charge(activityType string, args []any) (quota.Charge, bool) {
+	var charge quota.Charge
+	var err error
+	switch {
+	case len(args) > 0 && isGoverned(args[0]):
+		charge, err = args[0].(quota.Governed).QuotaCharge()
+	case o.root.opts.Activities[activityType] != nil:
+		charge, err = o.root.opts.Activities[activityType](args)
+	default:
+		return quota.Charge{}, false
+	}
+	return charge, err == nil
+}
+
+func isGoverned(v any) bool {
+	_, ok := v.(quota.Governed)
+	return ok
+}
+
+// place is a call's place in line, reserved from the workflow.
+type place struct {
+	in placeInput
+}
+
+// reserve takes the call's place in line and, while it must wait for
+// capacity, sleeps on a durable timer until the place matures. It returns
+// the place to hand the activity, or nil to schedule the activity as
+// without WaitInWorkflow (the store could not be asked, or the call is
+// refused for a reason the activity interceptor handles). An error is the
+// workflow's cancellation, after the place was given back.
+func (o *workflowOutbound) reserve(ctx workflow.Context, charge quota.Charge, ao workflow.ActivityOptions) (*place, error) {
+	info := workflow.GetInfo(ctx)
+	o.calls++
+	p := &place{in: placeInput{
+		Key:      charge.Key,
+		Ticket:   info.Namespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/place-" + strconv.Itoa(o.calls),
+		Cost:     charge.Cost,
+		Priority: charge.Priority,
+	}}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: 10 * time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	var res placeResult
+	if err := workflow.ExecuteLocalActivity(lctx, o.root.reservePlace, p.in).Get(ctx, &res); err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, nil // the activity will meet the store's trouble itself
+	}
+	switch {
+	case res.Outcome == quota.Granted:
+		return p, nil
+	case res.Outcome == quota.Queued && res.Reason == quota.Capacity:
+		if ao.ScheduleToCloseTimeout > 0 && res.Wait > ao.ScheduleToCloseTimeout {
+			// Past the activity's deadline: its first attempt finds the
+			// place, gives it back and escalates or fails, as it would.
+			return p, nil
+		}
+		if err := workflow.Sleep(ctx, res.Wait+o.root.opts.RetryMargin); err != nil {
+			dctx, _ := workflow.NewDisconnectedContext(lctx)
+			_ = workflow.ExecuteLocalActivity(dctx, o.root.cancelPlace, p.in).Get(dctx, nil)
+			return nil, err
+		}
+		return p, nil
+	}
+	// Queued for a concurrency slot, or refused: the place (if any) stays
+	// the activity's to use.
+	return p, nil
+}
+
+// execute schedules the activity, handing it the place it reserved.
+func (o *workflowOutbound) execute(ctx workflow.Context, p *place, activityType string, args []any) workflow.Future {
+	if p == nil {
+		return o.Next.ExecuteActivity(ctx, activityType, args...)
+	}
+	header := interceptor.WorkflowHeader(ctx)
+	payload, err := converter.GetDefaultDataConverter().ToPayload(p.in.Ticket)
+	if err != nil || header == nil {
+		return o.Next.ExecuteActivity(ctx, activityType, args...)
+	}
+	// The SDK gives every ExecuteActivity call a header of its own, and
+	// sends it as it stands when the command goes out: it stays set.
+	header[ticketHeader] = payload
+	return o.Next.ExecuteActivity(ctx, activityType, args...)
+}
+
+// waits reports whether this call takes its place in line in the workflow:
+// WaitInWorkflow is on (for a workflow that started with it on) and the
+// call is not a step of a fallback chain.
+func (o *workflowOutbound) waits(ctx workflow.Context) bool {
+	if !o.root.opts.WaitInWorkflow {
+		return false
+	}
+	if _, ok := tollgate.FallbackStepFrom(ctx); ok {
+		return false
+	}
+	return workflow.GetVersion(ctx, waitVersion, workflow.DefaultVersion, 1) == 1
+}
