@@ -6,6 +6,7 @@ import (
 
 	"go.temporal.io/sdk/worker"
 
+	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/testsuite"
 	"github.com/tollgate/tollgate/workflows"
 )
@@ -23,9 +24,14 @@ func ExampleReplayHistoryFile() {
 	// Output: replayed: true
 }
 
-// Build one replayer and replay a directory of histories with it.
+// Build one replayer and replay a directory of histories with it. Some of
+// these were recorded by a worker with WaitInWorkflow on; a replayer with it
+// on also replays the histories recorded without it.
 func ExampleNewReplayer() {
-	r, err := testsuite.NewReplayer(testsuite.Options{Register: workflows.Register})
+	r, err := testsuite.NewReplayer(testsuite.Options{
+		Register:    workflows.Register,
+		Interceptor: interceptor.Options{WaitInWorkflow: true},
+	})
 	if err != nil {
 		panic(err)
 	}
@@ -36,5 +42,5 @@ func ExampleNewReplayer() {
 		}
 	}
 	fmt.Println("replayed", len(paths), "histories")
-	// Output: replayed 6 histories
+	// Output: replayed 7 histories
 }

@@ -30,9 +30,11 @@ type Options struct {
 	Register func(worker.WorkflowRegistry)
 
 	// Interceptor is the configuration the worker's Tollgate interceptor
-	// ran with. The workflow side reads only Activities: an activity type
-	// governed by name (rather than by a quota.Governed input) may escalate
-	// only if it is listed, so list it here as the worker did. A nil Store
+	// ran with. The workflow side reads only Activities and
+	// WaitInWorkflow: an activity type governed by name (rather than by a
+	// quota.Governed input) may escalate or wait only if it is listed, so
+	// list it here as the worker did, and set WaitInWorkflow as the worker
+	// did for the histories it recorded. A nil Store
 	// is replaced by an empty memory store; replay runs no activity and
 	// charges nothing.
 	Interceptor interceptor.Options

@@ -33,6 +33,8 @@ import (
 func TestRecordedHistoriesReplay(t *testing.T) {
 	for _, tc := range []struct {
 		file string
+		// opts are the options the history was recorded with.
+		opts testsuite.Options
 		// shows are strings the history must hold: the case it records.
 		shows []string
 		// check inspects the replayed workflow's result; nil for a
@@ -50,6 +52,12 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 		{
 			file:  "refused.json",
 			shows: []string{tollgate.QuotaRefused},
+			check: func(t *testing.T, result func(valuePtr any)) { require.Len(t, agentResult(t, result).Turns, 2) },
+		},
+		{
+			file:  "waited.json",
+			opts:  waitInWorkflow,
+			shows: []string{"EVENT_TYPE_TIMER_STARTED", "tollgate-ticket", "EVENT_TYPE_MARKER_RECORDED"},
 			check: func(t *testing.T, result func(valuePtr any)) { require.Len(t, agentResult(t, result).Turns, 2) },
 		},
 		{
@@ -86,7 +94,7 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 				require.Contains(t, string(raw), s, "the history no longer records its case; re-record it")
 			}
 
-			r, err := testsuite.NewReplayer(testsuite.Options{})
+			r, err := testsuite.NewReplayer(tc.opts)
 			require.NoError(t, err)
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, path))
 			if tc.check != nil {
@@ -107,13 +115,20 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 func TestReplayHistoryFileReplaysEveryFixture(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join("testdata", "*.json"))
 	require.NoError(t, err)
-	require.Len(t, paths, 6)
+	require.Len(t, paths, 7)
 	for _, path := range paths {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			require.NoError(t, testsuite.ReplayHistoryFile(nil, path, testsuite.Options{}))
+			var opts testsuite.Options
+			if filepath.Base(path) == "waited.json" {
+				opts = waitInWorkflow
+			}
+			require.NoError(t, testsuite.ReplayHistoryFile(nil, path, opts))
 		})
 	}
 }
+
+// waitInWorkflow are the options waited.json was recorded with.
+var waitInWorkflow = testsuite.Options{Interceptor: interceptor.Options{WaitInWorkflow: true}}
 
 // The replay tests catch what they are for: each altered workflow below
 // produces other commands than the recorded run, and replay says so.
@@ -149,6 +164,10 @@ func TestReplayDetectsNondeterminism(t *testing.T) {
 			opts: testsuite.Options{Replayer: worker.WorkflowReplayerOptions{
 				Interceptors: []sdkinterceptor.WorkerInterceptor{&renameChild{to: "FallbackWorkflowV2"}},
 			}},
+		},
+		{
+			name: "a history that waited in the workflow is replayed without WaitInWorkflow",
+			file: "waited.json",
 		},
 		{
 			name:  "the escalation is replayed without Tollgate's interceptor",

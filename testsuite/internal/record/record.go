@@ -92,9 +92,10 @@ func (r *recorder) run(ctx context.Context, sc scenario) error {
 		return err
 	}
 	ic, err := interceptor.New(interceptor.Options{
-		Store:     store,
-		Fallbacks: sc.fallbacks,
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Store:          store,
+		Fallbacks:      sc.fallbacks,
+		WaitInWorkflow: sc.waitInWorkflow,
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/testsuite"
 )
 
@@ -20,10 +21,16 @@ func TestRecordReplays(t *testing.T) {
 	out := t.TempDir()
 	require.NoError(t, record(context.Background(), out, scenarios(), t.Logf))
 	var want []string
+	opts := map[string]testsuite.Options{}
 	for _, sc := range scenarios() {
-		want = append(want, sc.name+".json")
+		files := []string{sc.name + ".json"}
 		if sc.child != "" {
-			want = append(want, sc.child+".json")
+			files = append(files, sc.child+".json")
+		}
+		for _, f := range files {
+			want = append(want, f)
+			// Replayed with the options it was recorded with.
+			opts[f] = testsuite.Options{Interceptor: interceptor.Options{Fallbacks: sc.fallbacks, WaitInWorkflow: sc.waitInWorkflow}}
 		}
 	}
 	for _, name := range want {
@@ -32,7 +39,7 @@ func TestRecordReplays(t *testing.T) {
 			b, err := os.ReadFile(path)
 			require.NoError(t, err)
 			require.NotContains(t, string(b), apiKey)
-			require.NoError(t, testsuite.ReplayHistoryFile(nil, path, testsuite.Options{}))
+			require.NoError(t, testsuite.ReplayHistoryFile(nil, path, opts[name]))
 		})
 	}
 	committed, err := filepath.Glob(filepath.Join("..", "..", "testdata", "*.json"))
@@ -47,7 +54,7 @@ func TestPick(t *testing.T) {
 		want       []string
 		err        string
 	}{
-		{name: "all", only: "", want: []string{"plain", "refused", "retry_after", "spend_cap", "escalation"}},
+		{name: "all", only: "", want: []string{"plain", "refused", "waited", "retry_after", "spend_cap", "escalation"}},
 		{name: "some", only: "spend_cap, plain", want: []string{"spend_cap", "plain"}},
 		{name: "unknown", only: "plain,nope", err: `no scenario "nope"`},
 	} {

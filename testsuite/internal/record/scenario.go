@@ -23,7 +23,9 @@ type scenario struct {
 	// policies are the memory store's budgets.
 	policies  map[quota.Key]quota.Policy
 	fallbacks map[string][]string
-	input     workflows.AgentInput
+	// waitInWorkflow sets interceptor.Options.WaitInWorkflow.
+	waitInWorkflow bool
+	input          workflows.AgentInput
 	// fails is the Tollgate error type the workflow must fail with; empty
 	// means it must complete.
 	fails string
@@ -58,6 +60,21 @@ func scenarios() []scenario {
 					return err
 				}
 				return wantLastFailure(events, 1, tollgate.QuotaRefused)
+			},
+		},
+		{
+			// The "refused" budget with WaitInWorkflow: turn 2 waits on a
+			// timer in the workflow and its activity runs once.
+			name:           "waited",
+			sim:            llmsim.Config{Models: openaiModels("gpt-waited")},
+			policies:       map[quota.Key]quota.Policy{openaiKey("gpt-waited"): {Limits: []quota.Limit{quota.Per(quota.Requests, 1, 2*time.Second)}}},
+			waitInWorkflow: true,
+			input:          agent("gpt-waited", 2),
+			check: func(events []*historypb.HistoryEvent) error {
+				if err := wantAttempts(events, 1, 1); err != nil {
+					return err
+				}
+				return wantEvents(events, enumspb.EVENT_TYPE_TIMER_STARTED, 1)
 			},
 		},
 		{
@@ -171,6 +188,20 @@ func wantLastFailure(events []*historypb.HistoryEvent, i int, errType string) er
 	_, last := attempts(events)
 	if i >= len(last) || last[i] != errType {
 		return fmt.Errorf("activity %d's last attempt did not follow a %q failure (last failures: %q)", i, errType, last)
+	}
+	return nil
+}
+
+// wantEvents reports an error unless the history holds n events of type t.
+func wantEvents(events []*historypb.HistoryEvent, t enumspb.EventType, n int) error {
+	got := 0
+	for _, ev := range events {
+		if ev.GetEventType() == t {
+			got++
+		}
+	}
+	if got != n {
+		return fmt.Errorf("%d %s events, want %d", got, t, n)
 	}
 	return nil
 }
