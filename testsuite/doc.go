@@ -18,6 +18,10 @@
 //   - refused.json: two turns under one request per 2 s; the second call
 //     is refused by the bucket (tollgate.QuotaRefused) and admitted on its
 //     scheduled retry.
+//   - waited.json: the same budget with WaitInWorkflow; the second call's
+//     place is taken by a local activity, the workflow sleeps on a timer
+//     until it matures, and the activity runs once. Replay it with
+//     Options.Interceptor.WaitInWorkflow set, as the worker ran.
 //   - retry_after.json: the provider answers 429 with retry-after: 1; the
 //     next attempt comes a second later (tollgate.RateLimited).
 //   - spend_cap.json: the provider reports a spend cap; the workflow fails
