@@ -299,3 +299,31 @@ func counterSum(t *testing.T, reader *sdkmetric.ManualReader, name string) int64
 	}
 	return 0
 }
+
+// With WaitInWorkflow, a workflow canceled while it waits for its place
+// gives the place back: the budget it held is free again.
+func TestCanceledWaitGivesItsPlaceBack(t *testing.T) {
+	e := newEnv(t, llmsim.Config{Models: simModels("gpt-cancel")})
+	key := openaiKey("gpt-cancel")
+	store := memoryStore(t, map[quota.Key]quota.Policy{key: {Limits: []quota.Limit{quota.Per(quota.Requests, 1, time.Minute)}}})
+	ic, _ := e.startWorker(interceptor.Options{Store: store, WaitInWorkflow: true})
+
+	_, err := e.result(e.start("cancel-first", agent("gpt-cancel")))
+	require.NoError(t, err)
+	waiting := e.start("cancel-second", agent("gpt-cancel"))
+	require.Eventually(t, func() bool { return ic.Stats().WaitedInWorkflow == 1 }, 10*time.Second, 10*time.Millisecond)
+	level := func() float64 {
+		snap, err := store.Snapshot(context.Background(), key)
+		require.NoError(t, err)
+		return snap.Axes[0].Available
+	}
+	require.Less(t, level(), -0.5, "the waiting call holds a place: the bucket owes it a request")
+
+	require.NoError(t, e.client.CancelWorkflow(context.Background(), "cancel-second", ""))
+	_, err = e.result(waiting)
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, err, &canceled)
+	require.Eventually(t, func() bool { return level() > -0.5 }, 10*time.Second, 10*time.Millisecond,
+		"the place is given back when the workflow is canceled")
+	require.Zero(t, e.sim.Stats("gpt-cancel").Received-1, "only the first call reached the provider")
+}
