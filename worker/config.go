@@ -68,6 +68,12 @@ type Config struct {
 	// Default 1.
 	StoreLocalShare float64
 
+	// WaitInWorkflow (WAIT_IN_WORKFLOW: true or false) makes a governed
+	// call wait for its place in line on a timer in its workflow, so its
+	// activity runs once (interceptor.Options.WaitInWorkflow). Keep it on
+	// until the workflows started with it have finished. Default false.
+	WaitInWorkflow bool
+
 	// Policies (POLICIES) is the path of a YAML policies file (see
 	// ParsePolicies). Empty uses DefaultPolicies when the simulator runs,
 	// and no policies (calls run ungoverned, with a warning) otherwise.
@@ -110,10 +116,11 @@ type Config struct {
 
 // setting is one Config field's environment variable and where it goes.
 type setting struct {
-	env   string
-	usage string
-	str   *string
-	float *float64
+	env     string
+	usage   string
+	str     *string
+	float   *float64
+	boolean *bool
 }
 
 func (c *Config) settings() []setting {
@@ -125,6 +132,7 @@ func (c *Config) settings() []setting {
 		{env: "REDIS_URL", str: &c.RedisURL, usage: "Redis URL for budgets shared by a fleet; empty uses process memory"},
 		{env: "STORE_FAILURE", str: &c.StoreFailure, usage: "while Redis is unreachable: closed, open or local (default closed)"},
 		{env: "STORE_LOCAL_SHARE", float: &c.StoreLocalShare, usage: "for STORE_FAILURE=local, this replica's `share` of each limit in (0, 1] (default 1)"},
+		{env: "WAIT_IN_WORKFLOW", boolean: &c.WaitInWorkflow, usage: "true: calls wait for their place in line on a timer in their workflow, their activity running once (default false)"},
 		{env: "POLICIES", str: &c.Policies, usage: "path of the policies YAML file"},
 		{env: "OPENAI_API_KEY", str: &c.OpenAIAPIKey, usage: "OpenAI API key (prefer the environment variable: flags show in ps)"},
 		{env: "OPENAI_BASE_URL", str: &c.OpenAIBaseURL, usage: "OpenAI base URL including /v1/"},
@@ -225,6 +233,14 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 			continue
 		}
 		if v == "" {
+			continue
+		}
+		if s.boolean != nil {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return Config{}, &ConfigError{Env: s.env, Value: v, Problem: "is not true or false", Fix: "use true or false", Err: err}
+			}
+			*s.boolean = b
 			continue
 		}
 		f, err := strconv.ParseFloat(v, 64)

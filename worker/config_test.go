@@ -36,9 +36,11 @@ func TestLoadConfigFlagsWinOverEnvironment(t *testing.T) {
 		"REDIS_URL":        "redis://redis:6379/0",
 		"STORE_FAILURE":    "open",
 		"OPENAI_API_KEY":   "sk-env",
+		"WAIT_IN_WORKFLOW": "false",
 	})
-	cfg, err := LoadConfig([]string{"-task-queue", "from-flag", "-store-failure", "local", "-store-local-share", "0.5"}, env, io.Discard)
+	cfg, err := LoadConfig([]string{"-task-queue", "from-flag", "-store-failure", "local", "-store-local-share", "0.5", "-wait-in-workflow", "true"}, env, io.Discard)
 	require.NoError(t, err)
+	require.True(t, cfg.WaitInWorkflow)
 	require.Equal(t, "temporal:7233", cfg.TemporalAddress, "the environment applies where no flag is given")
 	require.Equal(t, "from-flag", cfg.TaskQueue)
 	require.Equal(t, "local", cfg.StoreFailure)
@@ -101,6 +103,8 @@ func TestLoadConfigRejectsEachBadField(t *testing.T) {
 			"OPENAI_API_KEY", "OPENAI_BASE_URL is set", "set the key"},
 		{"anthropic key with a trailing newline", map[string]string{"ANTHROPIC_API_KEY": "sk-ant\n"}, nil,
 			"ANTHROPIC_API_KEY", "trailing spaces", "copy-paste"},
+		{"wait in workflow not a boolean", map[string]string{"WAIT_IN_WORKFLOW": "yes please"}, nil,
+			"WAIT_IN_WORKFLOW", "is not true or false", "use true or false"},
 		{"openai organization without a key", map[string]string{"OPENAI_ORG_ID": "org-1"}, nil,
 			"OPENAI_ORG_ID", "OPENAI_API_KEY is empty", "unset OPENAI_ORG_ID"},
 		{"openai project with a trailing newline", map[string]string{"OPENAI_API_KEY": "k", "OPENAI_PROJECT_ID": "proj_1\n"}, nil,

@@ -96,10 +96,11 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (w *Worker, err
 		return w, err
 	}
 	if w.ic, err = interceptor.New(interceptor.Options{
-		Store:     store,
-		Fallbacks: w.budgets.Fallbacks,
-		Meter:     meter,
-		Logger:    logger,
+		Store:          store,
+		Fallbacks:      w.budgets.Fallbacks,
+		WaitInWorkflow: cfg.WaitInWorkflow,
+		Meter:          meter,
+		Logger:         logger,
 	}); err != nil {
 		return w, fmt.Errorf("worker: interceptor: %w", err)
 	}
