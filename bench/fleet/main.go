@@ -1,5 +1,5 @@
 // Command fleet measures how well a fleet of Temporal workers uses an LLM
-// provider's rate limit, under four setups run one after another in one
+// provider's rate limit, under five setups run one after another in one
 // invocation:
 //
 //  1. no-governor: plain workers; provider 429s are retried by Temporal's
@@ -9,7 +9,9 @@
 //  3. tq-activities-per-sec: plain workers with Temporal's
 //     TaskQueueActivitiesPerSecond set to the request limit;
 //  4. tollgate-redis: Tollgate with a Redis store per replica on one shared
-//     redis-server.
+//     redis-server;
+//  5. tollgate-redis-wait: the same with interceptor.Options.WaitInWorkflow,
+//     calls waiting for their place on a timer in their workflow.
 //
 // Each setup runs -replicas workers (each with its own Temporal client,
 // HTTP client, store and interceptor) on one embedded Temporal server,
@@ -31,6 +33,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/devserver"
@@ -158,7 +161,11 @@ func run(ctx context.Context, cfg config) error {
 	fmt.Println()
 	fmt.Println(definitions)
 	fmt.Println()
-	fmt.Println(verdict(results[len(results)-1]))
+	for _, r := range results {
+		if strings.HasPrefix(r.Name, "tollgate-redis") {
+			fmt.Println(verdict(r))
+		}
+	}
 
 	if cfg.out != "" {
 		if err := writeOutputs(cfg.out, cfg.limits, results, panels); err != nil {

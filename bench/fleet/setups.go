@@ -23,7 +23,8 @@ type setup struct {
 	replica func(i int, model string, counter *slots) (worker.Options, func(), error)
 }
 
-// setups returns the four setups compared, in order.
+// setups returns the setups compared, in order: the four alternatives, then
+// Tollgate on Redis with WaitInWorkflow.
 func setups(l limits, redisAddr string) []setup {
 	return []setup{
 		{
@@ -45,7 +46,7 @@ func setups(l limits, redisAddr string) []setup {
 				if err != nil {
 					return worker.Options{}, nil, err
 				}
-				return governed(store, counter, func() {})
+				return governed(store, counter, func() {}, false)
 			},
 		},
 		{
@@ -59,22 +60,33 @@ func setups(l limits, redisAddr string) []setup {
 			},
 		},
 		{
-			name:  "tollgate-redis",
-			about: "Tollgate with a redis.Store per replica (own client) on one shared redis-server",
-			replica: func(_ int, model string, counter *slots) (worker.Options, func(), error) {
-				ps, err := policies(l, model)
-				if err != nil {
-					return worker.Options{}, nil, err
-				}
-				rdb := goredis.NewClient(&goredis.Options{Addr: redisAddr})
-				store, err := redis.New(rdb, ps, redis.Options{Prefix: "fleet"})
-				if err != nil {
-					rdb.Close()
-					return worker.Options{}, nil, err
-				}
-				return governed(store, counter, func() { rdb.Close() })
-			},
+			name:    "tollgate-redis",
+			about:   "Tollgate with a redis.Store per replica (own client) on one shared redis-server",
+			replica: sharedRedis(l, redisAddr, false),
 		},
+		{
+			name:    "tollgate-redis-wait",
+			about:   "tollgate-redis with WaitInWorkflow: calls wait for their place on a timer in their workflow",
+			replica: sharedRedis(l, redisAddr, true),
+		},
+	}
+}
+
+// sharedRedis returns the replicas of a Tollgate setup on one redis-server,
+// each with its own client and store.
+func sharedRedis(l limits, redisAddr string, wait bool) func(int, string, *slots) (worker.Options, func(), error) {
+	return func(_ int, model string, counter *slots) (worker.Options, func(), error) {
+		ps, err := policies(l, model)
+		if err != nil {
+			return worker.Options{}, nil, err
+		}
+		rdb := goredis.NewClient(&goredis.Options{Addr: redisAddr})
+		store, err := redis.New(rdb, ps, redis.Options{Prefix: "fleet"})
+		if err != nil {
+			rdb.Close()
+			return worker.Options{}, nil, err
+		}
+		return governed(store, counter, func() { rdb.Close() }, wait)
 	}
 }
 
@@ -87,10 +99,11 @@ func policies(l limits, model string) (quota.Policies, error) {
 
 // governed returns worker options with the slot counter outermost and
 // Tollgate's interceptor on store inside it.
-func governed(store quota.Store, counter *slots, closeFn func()) (worker.Options, func(), error) {
+func governed(store quota.Store, counter *slots, closeFn func(), wait bool) (worker.Options, func(), error) {
 	ic, err := interceptor.New(interceptor.Options{
-		Store:  store,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Store:          store,
+		WaitInWorkflow: wait,
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		closeFn()

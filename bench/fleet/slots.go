@@ -4,13 +4,15 @@ import (
 	"context"
 	"sync/atomic"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
 )
 
 // slots is the outermost worker interceptor of every replica of a setup. It
 // counts activity executions fleet-wide: attempts started, attempts that
 // returned a result, and how many run at once (the activity slots held),
-// refused and failed attempts included.
+// refused and failed attempts included. Local activities (WaitInWorkflow's
+// reservations) run in slots of their own and are not counted.
 type slots struct {
 	interceptor.WorkerInterceptorBase
 	inFlight, peak      atomic.Int64
@@ -32,6 +34,9 @@ type slotsInbound struct {
 }
 
 func (i *slotsInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	if activity.GetInfo(ctx).IsLocalActivity {
+		return i.Next.ExecuteActivity(ctx, in)
+	}
 	i.s.attempts.Add(1)
 	n := i.s.inFlight.Add(1)
 	for p := i.s.peak.Load(); n > p && !i.s.peak.CompareAndSwap(p, n); p = i.s.peak.Load() {
