@@ -42,7 +42,9 @@ type Options struct {
 	Store quota.Store
 
 	// Activities governs activity types by name, in addition to every
-	// activity whose first argument implements quota.Governed.
+	// activity whose first argument implements quota.Governed. With
+	// WaitInWorkflow the workflow calls the ChargeFunc too (as it calls
+	// QuotaCharge), so it must depend on its arguments alone.
 	Activities map[string]ChargeFunc
 
 	// Fallbacks maps a target ("provider/model" or
