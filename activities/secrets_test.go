@@ -1,11 +1,9 @@
 package activities
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,26 +11,9 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/tollgate/tollgate/internal/syncbuf"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestAPIKeyNeverInInputOrLogs runs successful and failing calls as real
 // Temporal activities with a debug-level logger and checks the key appears in
@@ -43,7 +24,7 @@ func TestAPIKeyNeverInInputOrLogs(t *testing.T) {
 		llmsim.Fault{Kind: llmsim.FaultRateLimit, Model: "claude-haiku-4-5", Times: 1, RetryAfter: time.Second},
 		llmsim.Fault{Kind: llmsim.FaultSpendCap, Model: "gpt-4o", After: 1},
 	))
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	env := suite.NewTestActivityEnvironment()

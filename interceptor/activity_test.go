@@ -25,6 +25,7 @@ import (
 	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/interceptor"
+	"github.com/tollgate/tollgate/internal/syncbuf"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/memory"
 	"github.com/tollgate/tollgate/quota/quotatest"
@@ -180,7 +181,7 @@ func TestCallsThatCanNeverRunFailAtOnce(t *testing.T) {
 }
 
 func TestKeyWithoutPolicyRunsUngoverned(t *testing.T) {
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	u := newUnit(t, map[quota.Key]quota.Policy{}, interceptor.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for range 3 {
 		_, err := u.complete(request("gpt-u"))

@@ -77,79 +77,77 @@ func (e *env) attempts(prefix string, n int) (total, most int32) {
 	return total, most
 }
 
-// A burst eight times the provider's limit, governed through a real Redis:
-// every workflow completes, the provider never refuses a call, each call
-// is refused by Tollgate at most once (it keeps its place in line), every
-// attempt past a call's first is such a refusal, and waiting calls hold no
-// worker slot.
-func TestBurstAgainstATightLimit(t *testing.T) {
+// burstRun is what runBurst saw: the interceptor's counts, the provider's,
+// the attempts read from history and the slots held while calls waited.
+type burstRun struct {
+	stats       interceptor.Stats
+	sim         llmsim.Stats
+	total, most int32
+	peak        int64
+}
+
+// runBurst runs a burst eight times the provider's limit on one worker
+// governed through a real Redis, with opts, and checks what holds whatever
+// the options: every workflow completes, the provider never refuses a call
+// and sees one call per workflow, every attempt past a call's first is one
+// of Tollgate's refusals, and waiting calls hold no worker slot.
+func runBurst(t *testing.T, model string, opts interceptor.Options) (e *env, r burstRun) {
+	t.Helper()
 	const n = 8 * burstLimit
-	e := newEnv(t, burstSim("gpt-burst"))
-	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{openaiKey("gpt-burst"): burstPolicy()})
+	e = newEnv(t, burstSim(model))
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{openaiKey(model): burstPolicy()})
 	require.NoError(t, err)
-	store, err := redis.New(redistest.Start(t), ps, redis.Options{})
+	opts.Store, err = redis.New(redistest.Start(t), ps, redis.Options{})
 	require.NoError(t, err)
-	ic, sl := e.startWorker(interceptor.Options{Store: store})
+	ic, sl := e.startWorker(opts)
 
-	peak := e.burst("burst", "gpt-burst", n, sl)
+	r.peak = e.burst(model, model, n, sl)
 
-	st := e.sim.Stats("gpt-burst")
-	e.explain429s("burst", "gpt-burst", n)
-	require.Zero(t, st.TooManyRequests, "the provider never saw more than its limit")
-	require.EqualValues(t, n, st.Accepted)
-	require.EqualValues(t, n, st.Received, "one provider call per call")
-	stats := ic.Stats()
-	require.EqualValues(t, n, stats.Admitted)
-	require.Positive(t, stats.Queued, "the burst made calls wait")
-
+	r.sim = e.sim.Stats(model)
+	e.explain429s(model, model, n)
+	require.Zero(t, r.sim.TooManyRequests, "the provider never saw more than its limit")
+	require.EqualValues(t, n, r.sim.Accepted)
+	require.EqualValues(t, n, r.sim.Received, "one provider call per call")
+	r.stats = ic.Stats()
+	require.EqualValues(t, n, r.stats.Admitted)
 	// Read from history: attempts are one per call plus one per refusal.
-	total, most := e.attempts("burst", n)
-	require.LessOrEqual(t, most, int32(2), "a call is refused at most once: it keeps its place in line")
-	require.EqualValues(t, n+stats.Queued+stats.Refused, total, "every extra attempt is one of Tollgate's refusals")
+	r.total, r.most = e.attempts(model, n)
+	require.EqualValues(t, n+r.stats.Queued+r.stats.Refused, r.total, "every extra attempt is one of Tollgate's refusals")
 	// While calls wait, only admitted calls hold a slot: the refill rate
 	// times the provider's latency (5/s × 50 ms), plus refusals that end
 	// within a millisecond.
-	require.LessOrEqual(t, peak, int64(4), "slots held while calls waited")
-	t.Logf("burst of %d against %d/s: attempts per call %.2f (%d of %d calls waited, each refused once), provider calls per call %.2f, peak slots while waiting %d",
-		n, burstLimit, float64(total)/n, stats.Queued+stats.Refused, n, float64(st.Received)/n, peak)
+	require.LessOrEqual(t, r.peak, int64(4), "slots held while calls waited")
+	return e, r
+}
+
+// A burst eight times the provider's limit: each call that must wait is
+// refused by Tollgate once (it keeps its place in line) and admitted on
+// its next attempt.
+func TestBurstAgainstATightLimit(t *testing.T) {
+	const n = 8 * burstLimit
+	_, r := runBurst(t, "gpt-burst", interceptor.Options{})
+	require.Positive(t, r.stats.Queued, "the burst made calls wait")
+	require.LessOrEqual(t, r.most, int32(2), "a call is refused at most once: it keeps its place in line")
+	t.Logf("burst of %d against %d/s: attempts per call %.2f (%d of %d calls waited, each refused once), peak slots while waiting %d",
+		n, burstLimit, float64(r.total)/n, r.stats.Queued+r.stats.Refused, n, r.peak)
 }
 
 // The same burst with Options.WaitInWorkflow: each call takes its place in
 // line from its workflow and waits on a durable timer, so its activity runs
-// once. The provider still never refuses a call and no worker slot is held
-// while calls wait.
+// once.
 func TestBurstWaitingInTheWorkflow(t *testing.T) {
 	const n = 8 * burstLimit
-	e := newEnv(t, burstSim("gpt-wait"))
-	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{openaiKey("gpt-wait"): burstPolicy()})
-	require.NoError(t, err)
-	store, err := redis.New(redistest.Start(t), ps, redis.Options{})
-	require.NoError(t, err)
-	ic, sl := e.startWorker(interceptor.Options{Store: store, WaitInWorkflow: true})
-
-	peak := e.burst("wait", "gpt-wait", n, sl)
-
-	st := e.sim.Stats("gpt-wait")
-	e.explain429s("wait", "gpt-wait", n)
-	require.Zero(t, st.TooManyRequests, "the provider never saw more than its limit")
-	require.EqualValues(t, n, st.Accepted)
-	require.EqualValues(t, n, st.Received, "one provider call per call")
-	stats := ic.Stats()
-	require.EqualValues(t, n, stats.Admitted)
-	require.Positive(t, stats.WaitedInWorkflow, "the burst made calls wait")
-
-	total, most := e.attempts("wait", n)
-	perCall := float64(total) / n
+	e, r := runBurst(t, "gpt-wait", interceptor.Options{WaitInWorkflow: true})
+	require.Positive(t, r.stats.WaitedInWorkflow, "the burst made calls wait")
+	perCall := float64(r.total) / n
 	require.LessOrEqual(t, perCall, 1.2, "attempts per admitted call, read from history")
-	require.EqualValues(t, n+stats.Queued+stats.Refused, total, "every extra attempt is one of Tollgate's refusals")
 	timers := 0
 	for i := range n {
-		timers += timersStarted(e.history(fmt.Sprintf("wait-%d", i)))
+		timers += timersStarted(e.history(fmt.Sprintf("gpt-wait-%d", i)))
 	}
-	require.EqualValues(t, stats.WaitedInWorkflow, timers, "each wait is a durable timer in its workflow's history")
-	require.LessOrEqual(t, peak, int64(4), "slots held while calls waited")
-	t.Logf("burst of %d against %d/s, waiting in the workflow: attempts per call %.2f (most %d), %d calls waited on a timer, provider calls per call %.2f, peak slots while waiting %d",
-		n, burstLimit, perCall, most, stats.WaitedInWorkflow, float64(st.Received)/n, peak)
+	require.EqualValues(t, r.stats.WaitedInWorkflow, timers, "each wait is a durable timer in its workflow's history")
+	t.Logf("burst of %d against %d/s, waiting in the workflow: attempts per call %.2f (most %d), %d calls waited on a timer, peak slots while waiting %d",
+		n, burstLimit, perCall, r.most, r.stats.WaitedInWorkflow, r.peak)
 }
 
 // Two workers with their own Store instances on one Redis share one budget.

@@ -1,7 +1,6 @@
 package interceptor_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -210,24 +209,6 @@ func childWorkflowTypes(events []*historypb.HistoryEvent) []string {
 		}
 	}
 	return types
-}
-
-// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // timersStarted counts the durable timers a history started.

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tollgate/tollgate/activities"
+	"github.com/tollgate/tollgate/internal/syncbuf"
 	"github.com/tollgate/tollgate/worker"
 	"github.com/tollgate/tollgate/workflows"
 )
@@ -29,31 +29,13 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger and the test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // serve on the embedded defaults: a client runs an agent workflow through
 // it, and /metrics shows the admissions it counted.
 func TestServeOnTheEmbeddedDefaults(t *testing.T) {
 	temporalAddr, metricsAddr := freeAddr(t), freeAddr(t)
 	env := map[string]string{"TEMPORAL_EMBEDDED_ADDRESS": temporalAddr, "METRICS_ADDR": metricsAddr, "TASK_QUEUE": "serve-test"}
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	exit := make(chan int, 1)
 	go func() { exit <- run(ctx, nil, func(k string) string { return env[k] }, io.Discard, &logs) }()
 	t.Cleanup(func() {
