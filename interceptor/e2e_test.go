@@ -65,7 +65,7 @@ func TestProviderRetryAfterIsTheServersRetryDelay(t *testing.T) {
 		Models: simModels("gpt-a"),
 		Faults: []llmsim.Fault{{Kind: llmsim.FaultRateLimit, Model: "gpt-a", Times: 1, RetryAfter: 2 * time.Second}},
 	})
-	ic, _ := e.startWorker(interceptor.Options{Store: memoryStore(t, map[quota.Key]quota.Policy{openaiKey("gpt-a"): generous()})})
+	ic, sl := e.startWorker(interceptor.Options{Store: memoryStore(t, map[quota.Key]quota.Policy{openaiKey("gpt-a"): generous()})})
 
 	out, err := e.result(e.start("retry-after", agent("gpt-a")))
 	require.NoError(t, err)
@@ -77,23 +77,23 @@ func TestProviderRetryAfterIsTheServersRetryDelay(t *testing.T) {
 	require.Equal(t, int32(2), r.attempt)
 	require.Equal(t, tollgate.RateLimited, r.lastFailure)
 	require.Equal(t, 2*time.Second, r.lastRetryDelay)
-	requireRetriedAfter(t, 2*time.Second, r)
+	requireRetriedAfter(t, 2*time.Second, sl.endOf(t, "retry-after", 1), r)
 	require.EqualValues(t, 1, ic.Stats().ProviderRateLimited)
 	require.EqualValues(t, 2, e.sim.Stats("gpt-a").Received)
 }
 
 // requireRetriedAfter requires that the server started r's last attempt
-// delay after scheduling it, within 250 ms: never earlier (less the
-// embedded server's timer precision), and no more than 250 ms later (the
-// first attempt's own run, the timer's precision and the dispatch).
-func requireRetriedAfter(t *testing.T, delay time.Duration, r activityRun) {
+// delay after the attempt before it returned (failed), within 250 ms: never
+// earlier (less the embedded server's timer precision), and no more than
+// 250 ms later (the timer's precision and the task's dispatch).
+func requireRetriedAfter(t *testing.T, delay time.Duration, failed time.Time, r activityRun) {
 	t.Helper()
-	took := r.started.Sub(r.scheduled)
-	t.Logf("the retry started %s after scheduling; %s was asked for", took, delay)
+	took := r.started.Sub(failed)
+	t.Logf("the retry started %s after the failed attempt returned; %s was asked for", took, delay)
 	require.GreaterOrEqual(t, took, delay-devserver.TimerPrecision,
-		"the retry started %s after scheduling, before the %s asked for", took, delay)
+		"the retry started %s after the failed attempt, before the %s asked for", took, delay)
 	require.LessOrEqual(t, took, delay+250*time.Millisecond,
-		"the retry started %s after scheduling; %s was asked for", took, delay)
+		"the retry started %s after the failed attempt; %s was asked for", took, delay)
 }
 
 // A call the bucket cannot take now is retried by the server exactly when
@@ -102,7 +102,7 @@ func TestQuotaRefusalIsTheServersRetryDelay(t *testing.T) {
 	e := newEnv(t, llmsim.Config{Models: simModels("gpt-b")})
 	// One request per 2 s: the second of two concurrent calls waits ~2 s.
 	store := memoryStore(t, map[quota.Key]quota.Policy{openaiKey("gpt-b"): {Limits: []quota.Limit{quota.Per(quota.Requests, 1, 2*time.Second)}}})
-	ic, _ := e.startWorker(interceptor.Options{Store: store})
+	ic, sl := e.startWorker(interceptor.Options{Store: store})
 
 	first, second := e.start("refusal-1", agent("gpt-b")), e.start("refusal-2", agent("gpt-b"))
 	_, err := e.result(first)
@@ -111,16 +111,17 @@ func TestQuotaRefusalIsTheServersRetryDelay(t *testing.T) {
 	require.NoError(t, err)
 
 	var queued activityRun
+	var queuedID string
 	for _, id := range []string{"refusal-1", "refusal-2"} {
 		if r := activityRuns(e.history(id))[0]; r.attempt > 1 {
-			queued = r
+			queued, queuedID = r, id
 		}
 	}
 	require.Equal(t, int32(2), queued.attempt, "one call waits, once")
 	require.Equal(t, tollgate.QuotaRefused, queued.lastFailure)
 	require.Greater(t, queued.lastRetryDelay, time.Second)
 	require.LessOrEqual(t, queued.lastRetryDelay, 2*time.Second+interceptor.DefaultRetryMargin)
-	requireRetriedAfter(t, queued.lastRetryDelay, queued)
+	requireRetriedAfter(t, queued.lastRetryDelay, sl.endOf(t, queuedID, 1), queued)
 	st := ic.Stats()
 	require.EqualValues(t, 2, st.Admitted)
 	require.EqualValues(t, 1, st.Queued)

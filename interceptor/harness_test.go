@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
@@ -85,6 +86,22 @@ func (e *env) activities() *activities.Activities {
 type slots struct {
 	sdkinterceptor.WorkerInterceptorBase
 	now, peak atomic.Int64
+	// ended holds when each attempt returned, by workflow id and attempt.
+	ended sync.Map
+}
+
+type attemptOf struct {
+	workflowID string
+	attempt    int32
+}
+
+// endOf returns when the given attempt of the workflow's activity returned
+// on this worker.
+func (s *slots) endOf(t *testing.T, workflowID string, attempt int32) time.Time {
+	t.Helper()
+	v, ok := s.ended.Load(attemptOf{workflowID, attempt})
+	require.True(t, ok, "attempt %d of %s's activity did not run on this worker", attempt, workflowID)
+	return v.(time.Time)
 }
 
 type slotsInbound struct {
@@ -107,6 +124,8 @@ func (i *slotsInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.E
 		}
 	}
 	defer i.s.now.Add(-1)
+	info := activity.GetInfo(ctx)
+	defer func() { i.s.ended.Store(attemptOf{info.WorkflowExecution.ID, info.Attempt}, time.Now()) }()
 	return i.Next.ExecuteActivity(ctx, in)
 }
 
