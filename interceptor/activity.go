@@ -37,13 +37,18 @@ func (a *activityInbound) Init(outbound interceptor.ActivityOutboundInterceptor)
 
 // call is one governed attempt.
 type call struct {
-	r      quota.Reservation
-	info   activity.Info
-	att    attempt
-	rec    classify.Recorder
-	step   *tollgate.FallbackStep
-	input  any
-	target string
+	r     quota.Reservation
+	info  activity.Info
+	att   attempt
+	rec   classify.Recorder
+	step  *tollgate.FallbackStep
+	input any
+}
+
+// target names the call's provider, account and model, as escalations do.
+func (c *call) target() string {
+	k := c.r.Key
+	return tollgate.Target{Provider: k.Provider, Account: k.Account, Model: k.Model}.String()
 }
 
 func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
@@ -51,36 +56,24 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 	if len(in.Args) > 0 {
 		first = in.Args[0]
 	}
-	_, governed := first.(quota.Governed)
-	var chargeFn ChargeFunc
-	if !governed && len(a.root.opts.Activities) > 0 {
-		chargeFn = a.root.opts.Activities[activity.GetInfo(ctx).ActivityType.Name]
-	}
-	if !governed && chargeFn == nil {
+	if !isGoverned(first) && (len(a.root.opts.Activities) == 0 || !a.root.governsType(activity.GetInfo(ctx).ActivityType.Name)) {
 		return a.Next.ExecuteActivity(ctx, in)
 	}
 	c := &call{input: first}
 	if err := a.applyFallbackStep(ctx, in, c); err != nil {
 		return nil, err
 	}
-	var charge quota.Charge
-	var err error
-	if g, ok := c.input.(quota.Governed); ok {
-		charge, err = g.QuotaCharge()
-	} else {
-		charge, err = chargeFn(in.Args)
-	}
+	c.info = activity.GetInfo(ctx)
+	charge, err := a.root.charge(c.info.ActivityType.Name, in.Args)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("tollgate: cannot charge this call: "+err.Error(), tollgate.InvalidRequest, err)
 	}
-	c.info = activity.GetInfo(ctx)
 	c.r = quota.Reservation{
 		Key:      charge.Key,
 		Ticket:   a.ticket(ctx, c.info),
 		Cost:     charge.Cost,
 		Priority: charge.Priority,
 	}
-	c.target = tollgate.Target{Provider: charge.Key.Provider, Account: charge.Key.Account, Model: charge.Key.Model}.String()
 	c.att.load(ctx, a.out)
 	ctx = context.WithValue(ctx, attemptKey{}, &c.att)
 	return a.governed(ctx, in, c)
@@ -335,7 +328,7 @@ func (a *activityInbound) escalate(ctx context.Context, c *call, reason string, 
 	if _, ok := c.input.(tollgate.Retargetable); !ok {
 		return nil
 	}
-	d := tollgate.EscalationDetails{From: c.target, Reason: reason, RateLimited: c.att.budget.RateLimited}
+	d := tollgate.EscalationDetails{From: c.target(), Reason: reason, RateLimited: c.att.budget.RateLimited}
 	if reason == "deadline" {
 		d.Wait = wait
 	}
@@ -352,11 +345,11 @@ func (a *activityInbound) escalate(ctx context.Context, c *call, reason string, 
 	var msg string
 	switch reason {
 	case "rate_limited":
-		msg = fmt.Sprintf("tollgate: %s rate limited %d times; escalating to %s", c.target, d.RateLimited, next)
+		msg = fmt.Sprintf("tollgate: %s rate limited %d times; escalating to %s", d.From, d.RateLimited, next)
 	case "deadline":
-		msg = fmt.Sprintf("tollgate: %s would wait %s, past the activity's deadline; escalating to %s", c.target, wait.Round(time.Millisecond), next)
+		msg = fmt.Sprintf("tollgate: %s would wait %s, past the activity's deadline; escalating to %s", d.From, wait.Round(time.Millisecond), next)
 	default:
-		msg = fmt.Sprintf("tollgate: %s is closed (%s); escalating to %s", c.target, reason, next)
+		msg = fmt.Sprintf("tollgate: %s is closed (%s); escalating to %s", d.From, reason, next)
 	}
 	return temporal.NewApplicationErrorWithOptions(msg, tollgate.RateLimitEscalation,
 		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{d}})

@@ -58,26 +58,28 @@ func (w *WorkerInterceptor) cancelPlace(ctx context.Context, in placeInput) erro
 	return w.opts.Store.Cancel(ctx, in.Key, in.Ticket)
 }
 
-// charge returns what a governed call costs, worked out in the workflow
-// from its arguments, and false for a call Tollgate does not govern or
-// cannot charge (the activity interceptor then says why).
-func (o *workflowOutbound) charge(activityType string, args []any) (quota.Charge, bool) {
-	var charge quota.Charge
-	var err error
-	switch {
-	case len(args) > 0 && isGoverned(args[0]):
-		charge, err = args[0].(quota.Governed).QuotaCharge()
-	case o.root.opts.Activities[activityType] != nil:
-		charge, err = o.root.opts.Activities[activityType](args)
-	default:
-		return quota.Charge{}, false
-	}
-	return charge, err == nil
+// isGoverned reports whether an activity's first argument carries its own
+// charge.
+func isGoverned(first any) bool {
+	_, ok := first.(quota.Governed)
+	return ok
 }
 
-func isGoverned(v any) bool {
-	_, ok := v.(quota.Governed)
-	return ok
+// governsType reports whether Options.Activities charges activityType.
+func (w *WorkerInterceptor) governsType(activityType string) bool {
+	return w.opts.Activities[activityType] != nil
+}
+
+// charge returns what a governed call costs: its input's QuotaCharge, else
+// the ChargeFunc of its type. The workflow and the activity interceptors
+// both work it out from the same arguments.
+func (w *WorkerInterceptor) charge(activityType string, args []any) (quota.Charge, error) {
+	if len(args) > 0 {
+		if g, ok := args[0].(quota.Governed); ok {
+			return g.QuotaCharge()
+		}
+	}
+	return w.opts.Activities[activityType](args)
 }
 
 // place is a call's place in line, reserved from the workflow.

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tollgate/tollgate"
+	"github.com/tollgate/tollgate/quota"
 )
 
 type workflowInbound struct {
@@ -47,8 +48,15 @@ func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		}
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
-	charge, governed := o.charge(activityType, args)
-	waits := governed && o.waits(ctx)
+	var charge quota.Charge
+	waits := false
+	if (len(args) > 0 && isGoverned(args[0])) || o.root.governsType(activityType) {
+		var err error
+		charge, err = o.root.charge(activityType, args)
+		// A call that cannot be charged is scheduled as it is: its
+		// activity interceptor fails it and says why.
+		waits = err == nil && o.waits(ctx)
+	}
 	escalates := o.escalates(args)
 	if !waits && !escalates {
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
