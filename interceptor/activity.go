@@ -264,7 +264,7 @@ func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr 
 // conclude turns a failed call's verdict into the error Temporal acts on.
 func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, v classify.Verdict, now time.Time) error {
 	o := &a.root.opts
-	a.root.ins.provider.Add(ctx, 1, metricAttrs(c.r.Key, v.Class.String()))
+	a.root.ins.count(ctx, a.root.ins.provider, c.r.Key, v.Class.String())
 	switch v.Class {
 	case classify.RateLimited, classify.Overloaded:
 		a.root.counters.rateLimited.Add(1)
@@ -286,7 +286,7 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 
 	case classify.SpendCap, classify.DailyQuota:
 		a.root.counters.spendCapped.Add(1)
-		a.root.ins.spendCaps.Add(ctx, 1, metricAttrs(c.r.Key, v.Class.String()))
+		a.root.ins.count(ctx, a.root.ins.spendCaps, c.r.Key, v.Class.String())
 		until := v.ResetAt
 		if until.IsZero() || !until.After(now) {
 			until = now.Add(o.SpendCapPause)
@@ -341,7 +341,7 @@ func (a *activityInbound) escalate(ctx context.Context, c *call, reason string, 
 		next = d.Backups[0]
 	}
 	a.root.counters.escalations.Add(1)
-	a.root.ins.escalations.Add(ctx, 1, metricAttrs(c.r.Key, reason))
+	a.root.ins.count(ctx, a.root.ins.escalations, c.r.Key, reason)
 	var msg string
 	switch reason {
 	case "rate_limited":

@@ -25,11 +25,12 @@ var _ interceptor.WorkerInterceptor = (*WorkerInterceptor)(nil)
 
 // New validates opts, fills in the defaults and returns the interceptor.
 func New(opts Options) (*WorkerInterceptor, error) {
+	metered := opts.Meter != nil
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	ins, err := newInstruments(opts.Meter)
+	ins, err := newInstruments(opts.Meter, metered)
 	if err != nil {
 		return nil, fmt.Errorf("interceptor: metrics: %w", err)
 	}

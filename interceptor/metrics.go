@@ -70,7 +70,10 @@ const (
 	MetricStoreLatency = "tollgate.store.latency"
 )
 
+// instruments are Tollgate's metrics. With no Meter configured they record
+// nothing and cost nothing: no attribute is built on the admission path.
 type instruments struct {
+	on           bool
 	admissions   metric.Int64Counter
 	retryAfter   metric.Float64Histogram
 	provider     metric.Int64Counter
@@ -80,8 +83,8 @@ type instruments struct {
 	storeLatency metric.Float64Histogram
 }
 
-func newInstruments(m metric.Meter) (*instruments, error) {
-	var ins instruments
+func newInstruments(m metric.Meter, on bool) (*instruments, error) {
+	ins := instruments{on: on}
 	var err error
 	if ins.admissions, err = m.Int64Counter(MetricAdmissions,
 		metric.WithDescription("Governed attempts by decision (granted, queued, refused; ungoverned when the key has no policy), reason and binding axis.")); err != nil {
@@ -119,6 +122,9 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 func keyAttr(k quota.Key) attribute.KeyValue { return attribute.String("key", k.String()) }
 
 func (ins *instruments) admission(ctx context.Context, k quota.Key, d quota.Decision) {
+	if !ins.on {
+		return
+	}
 	ins.admissions.Add(ctx, 1, metric.WithAttributes(keyAttr(k),
 		attribute.String("decision", d.Outcome.String()),
 		attribute.String("reason", d.Reason.String()),
@@ -127,6 +133,9 @@ func (ins *instruments) admission(ctx context.Context, k quota.Key, d quota.Deci
 
 // ungoverned counts an attempt run without admission: its key has no policy.
 func (ins *instruments) ungoverned(ctx context.Context, k quota.Key) {
+	if !ins.on {
+		return
+	}
 	ins.admissions.Add(ctx, 1, metric.WithAttributes(keyAttr(k),
 		attribute.String("decision", "ungoverned"),
 		attribute.String("reason", "no_policy"),
@@ -134,10 +143,16 @@ func (ins *instruments) ungoverned(ctx context.Context, k quota.Key) {
 }
 
 func (ins *instruments) retry(ctx context.Context, k quota.Key, source string, d time.Duration) {
+	if !ins.on {
+		return
+	}
 	ins.retryAfter.Record(ctx, d.Seconds(), metric.WithAttributes(keyAttr(k), attribute.String("source", source)))
 }
 
 func (ins *instruments) store(ctx context.Context, op string, start time.Time) {
+	if !ins.on {
+		return
+	}
 	ins.storeLatency.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attribute.String("op", op)))
 }
 
@@ -148,6 +163,19 @@ func axisName(a quota.Axis) string {
 	return a.String()
 }
 
-func metricAttrs(k quota.Key, class string) metric.MeasurementOption {
-	return metric.WithAttributes(keyAttr(k), attribute.String("class", class))
+// count adds one to counter c for key k under label class (a provider
+// answer's class, an escalation's reason).
+func (ins *instruments) count(ctx context.Context, c metric.Int64Counter, k quota.Key, class string) {
+	if !ins.on {
+		return
+	}
+	c.Add(ctx, 1, metric.WithAttributes(keyAttr(k), attribute.String("class", class)))
+}
+
+// fallback counts a FallbackWorkflow child started for a call to from.
+func (ins *instruments) fallback(from string) {
+	if !ins.on {
+		return
+	}
+	ins.fallbacks.Add(context.Background(), 1, metric.WithAttributes(attribute.String("from", from)))
 }

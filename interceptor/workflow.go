@@ -1,11 +1,8 @@
 package interceptor
 
 import (
-	"context"
 	"errors"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
@@ -121,7 +118,7 @@ func (o *workflowOutbound) fallback(ctx workflow.Context, activityType string, i
 	})
 	if !workflow.IsReplaying(ctx) {
 		o.root.counters.fallbacks.Add(1)
-		o.root.ins.fallbacks.Add(context.Background(), 1, metric.WithAttributes(attribute.String("from", esc.From)))
+		o.root.ins.fallback(esc.From)
 	}
 	in := tollgate.FallbackInput{
 		ActivityType: activityType,
