@@ -74,22 +74,41 @@ func anthropicError(t *testing.T, url string) error {
 	return err
 }
 
+// sdkCase is one answer served to an official SDK and the verdict its
+// error must get.
+type sdkCase struct {
+	name   string
+	status int
+	header http.Header
+	body   string
+
+	class         classify.Class
+	retryable     bool
+	retryAfter    time.Duration
+	hasRetryAfter bool
+	code          string
+	resetAt       time.Time
+	limits        int
+}
+
+// check classifies err, wrapped as an activity would, against tc.
+func (tc sdkCase) check(t *testing.T, err error) {
+	t.Helper()
+	v := classify.Error(fmt.Errorf("activity: %w", err), now)
+	require.Equal(t, tc.class, v.Class)
+	require.Equal(t, tc.retryable, v.Retryable)
+	require.Equal(t, tc.hasRetryAfter, v.HasRetryAfter)
+	require.Equal(t, tc.retryAfter, v.RetryAfter)
+	require.Equal(t, tc.code, v.Code)
+	require.Equal(t, tc.resetAt, v.ResetAt)
+	require.Equal(t, tc.status, v.Status)
+	require.Len(t, v.Limits, tc.limits)
+	require.NotContains(t, v.Reason, "sk-")
+}
+
 func TestErrorFromOpenAISDK(t *testing.T) {
 	limits := hdr("X-Ratelimit-Limit-Requests", "500", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "12ms")
-	for _, tc := range []struct {
-		name   string
-		status int
-		header http.Header
-		body   string
-
-		class         classify.Class
-		retryable     bool
-		retryAfter    time.Duration
-		hasRetryAfter bool
-		code          string
-		resetAt       time.Time
-		limits        int
-	}{
+	for _, tc := range []sdkCase{
 		{
 			name: "rate limited", status: 429,
 			header: mergeHeaders(limits, hdr("Retry-After", "2")),
@@ -128,16 +147,7 @@ func TestErrorFromOpenAISDK(t *testing.T) {
 			var oe *openai.Error
 			require.ErrorAs(t, err, &oe, "the SDK's own error type")
 
-			v := classify.Error(fmt.Errorf("activity: %w", err), now)
-			require.Equal(t, tc.class, v.Class)
-			require.Equal(t, tc.retryable, v.Retryable)
-			require.Equal(t, tc.hasRetryAfter, v.HasRetryAfter)
-			require.Equal(t, tc.retryAfter, v.RetryAfter)
-			require.Equal(t, tc.code, v.Code)
-			require.Equal(t, tc.resetAt, v.ResetAt)
-			require.Equal(t, tc.status, v.Status)
-			require.Len(t, v.Limits, tc.limits)
-			require.NotContains(t, v.Reason, "sk-")
+			tc.check(t, err)
 		})
 	}
 }
@@ -145,20 +155,7 @@ func TestErrorFromOpenAISDK(t *testing.T) {
 func TestErrorFromAnthropicSDK(t *testing.T) {
 	limits := hdr("Anthropic-Ratelimit-Input-Tokens-Limit", "50000", "Anthropic-Ratelimit-Input-Tokens-Remaining", "0",
 		"Anthropic-Ratelimit-Input-Tokens-Reset", now.Add(10*time.Second).Format(time.RFC3339))
-	for _, tc := range []struct {
-		name   string
-		status int
-		header http.Header
-		body   string
-
-		class         classify.Class
-		retryable     bool
-		retryAfter    time.Duration
-		hasRetryAfter bool
-		code          string
-		resetAt       time.Time
-		limits        int
-	}{
+	for _, tc := range []sdkCase{
 		{
 			name: "rate limited", status: 429,
 			header: mergeHeaders(limits, hdr("Retry-After", "14")),
@@ -202,15 +199,7 @@ func TestErrorFromAnthropicSDK(t *testing.T) {
 			var ae *anthropic.Error
 			require.ErrorAs(t, err, &ae, "the SDK's own error type")
 
-			v := classify.Error(fmt.Errorf("activity: %w", err), now)
-			require.Equal(t, tc.class, v.Class)
-			require.Equal(t, tc.retryable, v.Retryable)
-			require.Equal(t, tc.hasRetryAfter, v.HasRetryAfter)
-			require.Equal(t, tc.retryAfter, v.RetryAfter)
-			require.Equal(t, tc.code, v.Code)
-			require.Equal(t, tc.resetAt, v.ResetAt)
-			require.Equal(t, tc.status, v.Status)
-			require.Len(t, v.Limits, tc.limits)
+			tc.check(t, err)
 		})
 	}
 }
