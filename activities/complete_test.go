@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tollgate/tollgate/classify"
+	"github.com/tollgate/tollgate/internal/testnet"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
 )
@@ -287,10 +287,7 @@ func TestCompleteErrorsAreSDKErrors(t *testing.T) {
 // nothing listens on: no answer to record, an error left for the
 // interceptor, classified Transient.
 func TestCompleteConnectionRefusedIsTransient(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
+	addr := testnet.FreeAddr(t)
 	acts, err := New(Config{
 		OpenAI:    ProviderConfig{APIKey: testKey, BaseURL: "http://" + addr + "/v1/"},
 		Anthropic: ProviderConfig{APIKey: testKey, BaseURL: "http://" + addr},

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/classify"
+	"github.com/tollgate/tollgate/internal/testnet"
 )
 
 // serve starts a server that answers every request with status, header and
@@ -206,10 +207,7 @@ func TestErrorFromAnthropicSDK(t *testing.T) {
 
 func TestErrorFromTransport(t *testing.T) {
 	// A port nobody listens on: the SDK's error wraps a refused connection.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	closedURL := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close())
+	closedURL := "http://" + testnet.FreeAddr(t)
 
 	// A server that hangs up without answering.
 	hangUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -7,12 +7,14 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/internal/testnet"
 )
 
 // Health asks the endpoint a worker's telemetry serves, on loopback when
 // the worker listens on every interface.
 func TestHealthAsksTheMetricsEndpoint(t *testing.T) {
-	addr := closedAddr(t)
+	addr := testnet.FreeAddr(t)
 	cfg := Config{MetricsAddr: addr}
 	err := Health(context.Background(), cfg)
 	require.ErrorContains(t, err, "no worker answers on METRICS_ADDR (-metrics-addr) "+addr)

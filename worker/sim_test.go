@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/internal/testnet"
 )
 
 // writeFile writes data to name in a fresh temporary directory and returns
@@ -69,7 +71,7 @@ func TestStartRejectsASIMConfigThatRefusesTheWorkersKeys(t *testing.T) {
 // `worker sim` serves SIM_CONFIG's profile, accounts included.
 func TestServeSimServesSIMConfig(t *testing.T) {
 	profile := writeFile(t, "sim.json", `{"models":[{"provider":"openai","name":"sim-test-model"}],"accounts":[{"name":"team","api_key":"sk-team"}]}`)
-	addr := closedAddr(t)
+	addr := testnet.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ServeSim(ctx, Config{SimAddress: addr, SimConfig: profile}, quietLogger()) }()

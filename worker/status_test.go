@@ -5,13 +5,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"regexp"
 	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate/tollgate/internal/testnet"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/testsuite/redistest"
@@ -19,20 +19,10 @@ import (
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// closedAddr returns a loopback address nothing listens on right now.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
-
 // With Redis down, status fails and says so: the failover store a worker
 // falls back on would show full stand-in buckets that nobody shares.
 func TestStatusFailsWhenRedisIsUnreachable(t *testing.T) {
-	cfg := Config{RedisURL: "redis://" + closedAddr(t) + "/0", StoreFailure: "local", StoreLocalShare: 0.5}
+	cfg := Config{RedisURL: "redis://" + testnet.FreeAddr(t) + "/0", StoreFailure: "local", StoreLocalShare: 0.5}
 	var out bytes.Buffer
 	err := Status(context.Background(), cfg, &out, quietLogger())
 	require.Error(t, err)

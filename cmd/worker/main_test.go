@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,24 +14,15 @@ import (
 
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/internal/syncbuf"
+	"github.com/tollgate/tollgate/internal/testnet"
 	"github.com/tollgate/tollgate/worker"
 	"github.com/tollgate/tollgate/workflows"
 )
 
-// freeAddr returns a loopback address nothing listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
-
 // serve on the embedded defaults: a client runs an agent workflow through
 // it, and /metrics shows the admissions it counted.
 func TestServeOnTheEmbeddedDefaults(t *testing.T) {
-	temporalAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	temporalAddr, metricsAddr := testnet.FreeAddr(t), testnet.FreeAddr(t)
 	env := map[string]string{"TEMPORAL_EMBEDDED_ADDRESS": temporalAddr, "METRICS_ADDR": metricsAddr, "TASK_QUEUE": "serve-test"}
 	ctx, cancel := context.WithCancel(context.Background())
 	var logs syncbuf.Buffer
@@ -93,7 +83,7 @@ func TestServeOnTheEmbeddedDefaults(t *testing.T) {
 
 func TestHealthWithNoWorkerRunning(t *testing.T) {
 	var stderr bytes.Buffer
-	code := run(context.Background(), []string{"health", "-metrics-addr", freeAddr(t)}, func(string) string { return "" }, io.Discard, &stderr)
+	code := run(context.Background(), []string{"health", "-metrics-addr", testnet.FreeAddr(t)}, func(string) string { return "" }, io.Discard, &stderr)
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr.String(), "no worker answers on METRICS_ADDR")
 
@@ -155,7 +145,7 @@ func TestStatusOnTheMemoryStore(t *testing.T) {
 // With Redis down, status exits 1 with one line naming REDIS_URL, instead of
 // showing the full stand-in buckets of a worker's fallback.
 func TestStatusWithRedisUnreachable(t *testing.T) {
-	env := map[string]string{"REDIS_URL": "redis://" + freeAddr(t) + "/0", "STORE_FAILURE": "local"}
+	env := map[string]string{"REDIS_URL": "redis://" + testnet.FreeAddr(t) + "/0", "STORE_FAILURE": "local"}
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"status"}, func(k string) string { return env[k] }, &stdout, &stderr)
 	require.Equal(t, 1, code)
@@ -176,7 +166,7 @@ func TestSimWithABadSIMConfig(t *testing.T) {
 
 // `worker sim` serves the default profile for a fleet to share.
 func TestSimServesTheDefaultProfile(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testnet.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	exit := make(chan int, 1)
 	go func() {
