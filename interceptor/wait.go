@@ -82,66 +82,53 @@ func (w *WorkerInterceptor) charge(activityType string, args []any) (quota.Charg
 	return w.opts.Activities[activityType](args)
 }
 
-// place is a call's place in line, reserved from the workflow.
-type place struct {
-	in placeInput
-}
-
 // reserve takes the call's place in line and, while it must wait for
-// capacity, sleeps on a durable timer until the place matures. It returns
-// the place to hand the activity, or nil to schedule the activity as
-// without WaitInWorkflow (the store could not be asked, or the call is
-// refused for a reason the activity interceptor handles). An error is the
-// workflow's cancellation, after the place was given back.
-func (o *workflowOutbound) reserve(ctx workflow.Context, charge quota.Charge, ao workflow.ActivityOptions) (*place, error) {
+// capacity (and the wait fits the activity's deadline), sleeps on a durable
+// timer until the place matures. It returns the place's ticket to hand the
+// activity, whose interceptor then finds the place and handles any other
+// outcome (a concurrency slot, a refusal, a wait past the deadline) as
+// without WaitInWorkflow; "" when the store could not be asked. An error is
+// the workflow's cancellation, after the place was given back.
+func (o *workflowOutbound) reserve(ctx workflow.Context, charge quota.Charge, ao workflow.ActivityOptions) (string, error) {
 	info := workflow.GetInfo(ctx)
 	o.calls++
-	p := &place{in: placeInput{
+	in := placeInput{
 		Key:      charge.Key,
 		Ticket:   info.Namespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/place-" + strconv.Itoa(o.calls),
 		Cost:     charge.Cost,
 		Priority: charge.Priority,
-	}}
+	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		ScheduleToCloseTimeout: 10 * time.Second,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
 	var res placeResult
-	if err := workflow.ExecuteLocalActivity(lctx, o.root.reservePlace, p.in).Get(ctx, &res); err != nil {
+	if err := workflow.ExecuteLocalActivity(lctx, o.root.reservePlace, in).Get(ctx, &res); err != nil {
 		if ctx.Err() != nil {
-			return nil, err
+			return "", err
 		}
-		return nil, nil // the activity will meet the store's trouble itself
+		return "", nil // the activity will meet the store's trouble itself
 	}
-	switch {
-	case res.Outcome == quota.Granted:
-		return p, nil
-	case res.Outcome == quota.Queued && res.Reason == quota.Capacity:
-		if ao.ScheduleToCloseTimeout > 0 && res.Wait > ao.ScheduleToCloseTimeout {
-			// Past the activity's deadline: its first attempt finds the
-			// place, gives it back and escalates or fails, as it would.
-			return p, nil
-		}
+	pastDeadline := ao.ScheduleToCloseTimeout > 0 && res.Wait > ao.ScheduleToCloseTimeout
+	if res.Outcome == quota.Queued && res.Reason == quota.Capacity && !pastDeadline {
 		if err := workflow.Sleep(ctx, res.Wait+o.root.opts.RetryMargin); err != nil {
 			dctx, _ := workflow.NewDisconnectedContext(lctx)
-			_ = workflow.ExecuteLocalActivity(dctx, o.root.cancelPlace, p.in).Get(dctx, nil)
-			return nil, err
+			_ = workflow.ExecuteLocalActivity(dctx, o.root.cancelPlace, in).Get(dctx, nil)
+			return "", err
 		}
-		return p, nil
 	}
-	// Queued for a concurrency slot, or refused: the place (if any) stays
-	// the activity's to use.
-	return p, nil
+	return in.Ticket, nil
 }
 
-// execute schedules the activity, handing it the place it reserved.
-func (o *workflowOutbound) execute(ctx workflow.Context, p *place, activityType string, args []any) workflow.Future {
-	if p == nil {
+// execute schedules the activity, handing it the ticket of the place it
+// reserved ("" for none).
+func (o *workflowOutbound) execute(ctx workflow.Context, ticket string, activityType string, args []any) workflow.Future {
+	header := interceptor.WorkflowHeader(ctx)
+	if ticket == "" || header == nil {
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
-	header := interceptor.WorkflowHeader(ctx)
-	payload, err := converter.GetDefaultDataConverter().ToPayload(p.in.Ticket)
-	if err != nil || header == nil {
+	payload, err := converter.GetDefaultDataConverter().ToPayload(ticket)
+	if err != nil {
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
 	// The SDK gives every ExecuteActivity call a header of its own, and
