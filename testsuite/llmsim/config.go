@@ -1,11 +1,11 @@
 package llmsim
 
 import (
-	"math"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"time"
