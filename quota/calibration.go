@@ -138,6 +138,12 @@ func median3(a, b, c float64) float64 {
 	return max(a, b)
 }
 
+// Calibrated reports whether a key's estimate ratio applies to axis: the
+// axes that count a prompt's tokens (Tokens, InputTokens, TokensPerDay).
+func (a Axis) Calibrated() bool {
+	return a == Tokens || a == InputTokens || a == TokensPerDay
+}
+
 // Calibrate returns cost with its prompt part scaled by ratio: on each axis
 // that counts the prompt (Tokens and InputTokens, charged at least prompt),
 // prompt estimated tokens become ceil(ratio × prompt). Tokens never falls
