@@ -281,7 +281,7 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 		if v.HasRetryAfter {
 			wait = min(v.RetryAfter, o.MaxRetryAfter)
 		}
-		a.pause(ctx, c.r.Key, now.Add(wait), "provider "+v.Class.String())
+		a.pause(ctx, c.r.Key, wait, "provider "+v.Class.String())
 		if c.att.spend(&c.att.budget.RateLimited) > o.EscalateAfter {
 			if err := a.escalate(ctx, c, "rate_limited", wait); err != nil {
 				return err
@@ -296,11 +296,13 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 	case classify.SpendCap, classify.DailyQuota:
 		a.root.counters.spendCapped.Add(1)
 		a.root.ins.count(ctx, a.root.ins.spendCaps, c.r.Key, v.Class.String())
+		// The provider names its reset as a time; the store is told how
+		// long until then, which only this worker's clock can say.
 		until := v.ResetAt
 		if until.IsZero() || !until.After(now) {
 			until = now.Add(o.SpendCapPause)
 		}
-		a.pause(ctx, c.r.Key, until, v.Class.String())
+		a.pause(ctx, c.r.Key, until.Sub(now), v.Class.String())
 		o.Logger.Warn("tollgate: key closed until its reset", "key", c.r.Key.String(), "class", v.Class.String(), "code", v.Code, "until", until.UTC().Format(time.RFC3339))
 		return a.closed(ctx, c, v.Class.String(), until, callErr)
 
@@ -364,10 +366,11 @@ func (a *activityInbound) escalate(ctx context.Context, c *call, reason string, 
 		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{d}})
 }
 
-func (a *activityInbound) pause(ctx context.Context, k quota.Key, until time.Time, reason string) {
+// pause pauses k for d on the store's clock.
+func (a *activityInbound) pause(ctx context.Context, k quota.Key, d time.Duration, reason string) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultStoreCallDeadline)
 	defer cancel()
-	if err := a.root.opts.Store.Pause(sctx, k, until, reason); err != nil && !errors.Is(err, quota.ErrNoPolicy) {
+	if err := a.root.opts.Store.Pause(sctx, k, d, reason); err != nil && !errors.Is(err, quota.ErrNoPolicy) {
 		a.root.opts.Logger.Warn("tollgate: pause failed", "key", k.String(), "error", err)
 	}
 }

@@ -215,7 +215,7 @@ func TestOverloadRetriesLikeARateLimit(t *testing.T) {
 func TestClosedDailyQuotaFailsWithoutACall(t *testing.T) {
 	key := openaiKey("gpt-u")
 	u := newUnit(t, map[quota.Key]quota.Policy{key: generous()}, interceptor.Options{})
-	require.NoError(t, u.store.Pause(context.Background(), key, u.clock.Now().Add(time.Hour), "daily_quota"))
+	require.NoError(t, u.store.Pause(context.Background(), key, time.Hour, "daily_quota"))
 	_, err := u.complete(request("gpt-u"))
 	appErr := appError(t, err)
 	require.Equal(t, tollgate.DailyQuotaExhausted, appErr.Type())

@@ -48,7 +48,8 @@ type OversizeError struct {
 	Cost int64
 	// Capacity is the most the call's priority may ever be charged on
 	// Axis: the effective capacity, less the PriorityReserve for Low
-	// priority, rounded down.
+	// priority, rounded down. On Concurrency, Cost is 1 (a call's slot)
+	// and Capacity the slots open to the priority.
 	Capacity int64
 	// Priority is the call's priority.
 	Priority Priority
@@ -56,6 +57,10 @@ type OversizeError struct {
 
 // Error names the axis, the cost and the capacity open to the priority.
 func (e *OversizeError) Error() string {
+	if e.Axis == Concurrency {
+		return fmt.Sprintf("quota: %s: a call takes one concurrency slot but %s priority may hold %d: it can never run; raise the concurrency limit or lower the priority reserve",
+			e.Key, e.Priority, e.Capacity)
+	}
 	if e.Priority == Low {
 		return fmt.Sprintf("quota: %s costs %d %s but the capacity open to low priority is %d: it can never fit; lower the request's size (e.g. max tokens), raise the limit or lower the priority reserve",
 			e.Key, e.Cost, e.Axis, e.Capacity)

@@ -39,7 +39,10 @@ type Policy struct {
 	// MaxWait bounds the line: a ticket that would have to wait longer is
 	// refused (told the wait, given no place). Default DefaultMaxWait.
 	MaxWait time.Duration
-	// LeaseTTL is how long a concurrency lease lives without being settled.
+	// LeaseTTL is the longest a grant, with its concurrency lease, lives
+	// without being renewed or settled (a caller may ask for less, see
+	// Reservation.LeaseTTL), and how long a queued ticket waits for its
+	// caller once mature before it lapses and its charge is refunded.
 	// Default DefaultLeaseTTL.
 	LeaseTTL time.Duration
 	// AdoptObservedLimits lets Observe replace an axis's capacity with the
@@ -71,6 +74,16 @@ func (p Policy) WithDefaults() Policy {
 	}
 	p.Calibration = p.Calibration.WithDefaults()
 	return p
+}
+
+// LeaseTTLFor returns how long a grant asked to live ttl does: ttl, unless
+// it is zero or more than p.LeaseTTL, which it is then. p has its defaults
+// (WithDefaults).
+func (p Policy) LeaseTTLFor(ttl time.Duration) time.Duration {
+	if ttl <= 0 || ttl > p.LeaseTTL {
+		return p.LeaseTTL
+	}
+	return ttl
 }
 
 // Validate reports an *InvalidError naming the first bad field of p, or nil.

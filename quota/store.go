@@ -13,13 +13,22 @@ import (
 type Store interface {
 	// Reserve charges r.Cost against every axis of r.Key under r.Ticket.
 	//
-	// Granted: the call may run; settle it with Settle. Queued: capacity
+	// Granted: the call may run; settle it with Settle, and renew it with
+	// Renew while it runs longer than Decision.GrantLeft. Queued: capacity
 	// is reserved for the ticket in the future and Decision.Wait says when
 	// it matures; calling Reserve again with the same ticket is idempotent
 	// (the same maturity, or the grant once mature) and charges nothing
 	// twice. Refused: no place was taken (the wait is past the policy's
 	// MaxWait, a daily window is spent, or the key is paused), and
 	// Decision.Wait says how long until trying again is worthwhile.
+	//
+	// Reserving again under a ticket already granted (an earlier attempt
+	// crashed, or could not settle) renews the grant as Renew does, unless
+	// the key has been paused since: the grant then goes back in line (its
+	// lease released, its charge kept) until the pause ends, and Reserve
+	// answers Queued with Reason Paused. A ticket queued and never granted
+	// lapses LeaseTTL after its maturity, and its charge is refunded: a
+	// call that never ran costs nothing.
 	//
 	// Errors: *InvalidError for a bad request (ErrInvalid), ErrNoPolicy,
 	// *OversizeError when the cost can never fit an axis (ErrOversize), and
@@ -29,11 +38,17 @@ type Store interface {
 	// Settle records a granted call's actual cost: the difference from the
 	// charged estimate is charged or refunded, and its concurrency lease is
 	// released. A daily window is corrected only while the day the estimate
-	// was charged in lasts: a new day owes nothing for an earlier one's. What the provider reported with the call (s.Observed) is
-	// applied in the same step, after the cost, as Observe applies it, and
-	// whether or not the ticket is held. Settling a ticket the store does
-	// not hold as granted (never reserved, already settled, or expired)
-	// returns ErrUnknownTicket.
+	// was charged in lasts: a new day owes nothing for an earlier one's.
+	// What the provider reported with the call (s.Observed) is applied in
+	// the same step, after the cost, as Observe applies it, and whether or
+	// not the ticket is held.
+	//
+	// Settling a ticket the store does not hold as granted returns
+	// ErrUnknownTicket. When the ticket is gone (expired, never reserved,
+	// or settled already) the call may still have run, so what s.Actual
+	// exceeds s.Charged on each axis is charged all the same (an expired
+	// grant's estimate stays charged; nothing is refunded); a ticket still
+	// queued is left as it is.
 	Settle(ctx context.Context, s Settlement) error
 
 	// Cancel gives up a ticket that will not run: a queued reservation is
@@ -42,11 +57,24 @@ type Store interface {
 	// empty ticket is an *InvalidError.
 	Cancel(ctx context.Context, key Key, ticket string) error
 
-	// Pause stops admissions on key until the given time (a provider's
-	// Retry-After, or a spend cap's reset): every Reserve on the key, from
-	// every process sharing the store, waits until then. A later Pause only
-	// extends a pause, never shortens it.
-	Pause(ctx context.Context, key Key, until time.Time, reason string) error
+	// Renew extends a granted ticket, and its concurrency lease if it holds
+	// one, to lapse ttl from now on the store's clock (0, or more than the
+	// policy's LeaseTTL, means the policy's LeaseTTL), never sooner than
+	// they already would. It returns how long the grant now has left. A
+	// caller renews while its call runs, so that no call outlives its
+	// lease. Errors: ErrUnknownTicket when the ticket is not held as
+	// granted (its lease may be another call's by now), *InvalidError for
+	// an empty ticket or a negative ttl, ErrNoPolicy, ErrUnavailable.
+	Renew(ctx context.Context, key Key, ticket string, ttl time.Duration) (time.Duration, error)
+
+	// Pause stops admissions on key for d from now, as the store's clock
+	// reads it (a provider's Retry-After, or the time until a spend cap's
+	// reset): every Reserve on the key, from every process sharing the
+	// store, waits until then. A later Pause only extends a pause, never
+	// shortens it; a d of zero or less does nothing. Callers pass a
+	// duration, never a time read from their own clock, so a worker whose
+	// clock is off neither loses nor lengthens the pause.
+	Pause(ctx context.Context, key Key, d time.Duration, reason string) error
 
 	// Observe lowers the key's levels to what the provider reported remains,
 	// never raising them; with Policy.AdoptObservedLimits, a reported limit
@@ -61,8 +89,9 @@ type Store interface {
 type Reservation struct {
 	// Key is the budget charged (resolved through Policies.Lookup).
 	Key Key
-	// Ticket identifies the caller across attempts, e.g. an activity's
-	// namespace/workflow/run/activity id. Required.
+	// Ticket identifies the caller across attempts, at most MaxTicketLen
+	// bytes: e.g. TicketFor(namespace, workflow id, run id, activity id).
+	// Required.
 	Ticket string
 	// Cost is the estimate charged now and corrected by Settle.
 	Cost Cost
@@ -75,6 +104,22 @@ type Reservation struct {
 	// what its provider was seen to count per estimated prompt token.
 	// Zero charges Cost as given.
 	Prompt int64
+	// LeaseTTL is how long a grant, and its concurrency lease, lives
+	// unless renewed (Renew) or settled: at most the policy's LeaseTTL,
+	// which 0 means. Choose it from how soon a crashed holder is noticed,
+	// e.g. an activity's heartbeat timeout. For a Place, it is how long
+	// the place waits for its call once mature.
+	LeaseTTL time.Duration
+	// Place takes a place in line for a call that is not ready to run
+	// yet (its workflow schedules it once the place matures): the cost is
+	// charged and the ticket queued as for any reservation, but Reserve
+	// never grants it and takes no concurrency lease. It answers Queued,
+	// with the Wait until the place matures (Reason Capacity), or with no
+	// Wait and NoReason once it has; or Refused. A Reserve under the same
+	// ticket without Place then grants the place once mature, taking the
+	// lease. A place no call claims lapses LeaseTTL after it matures, and
+	// its charge is refunded.
+	Place bool
 }
 
 // Validate reports an *InvalidError naming the first bad field of r, or nil.
@@ -83,10 +128,13 @@ func (r Reservation) Validate() error {
 		return err
 	}
 	if r.Ticket == "" {
-		return invalid("ticket", "", "is empty", "pass a stable id for the caller, e.g. the activity's workflow and activity ids")
+		return invalid("ticket", "", "is empty", "pass a stable id for the caller, e.g. quota.TicketFor(namespace, workflow id, run id, activity id)")
 	}
-	if len(r.Ticket) > MaxTicketLen {
-		return invalid("ticket", r.Ticket[:32]+"…", "is longer than "+strconv.Itoa(MaxTicketLen)+" bytes", "use a shorter id or a hash of it")
+	if err := ValidateTicket(r.Ticket); err != nil {
+		return err
+	}
+	if r.LeaseTTL < 0 {
+		return invalid("lease_ttl", r.LeaseTTL.String(), "is negative", "use 0 for the policy's LeaseTTL or a positive duration")
 	}
 	if r.Prompt < 0 {
 		return invalid("prompt", strconv.FormatInt(r.Prompt, 10), "is negative", "pass the prompt's estimated tokens, or 0")
@@ -114,6 +162,11 @@ type Settlement struct {
 	// Actual.InputTokens / Prompt, whether or not the ticket is held.
 	Counted bool
 	Prompt  int64
+	// Charged is what the ticket was charged, as Reserve's Decision.Charged
+	// said. It matters only when the ticket is gone (its grant expired):
+	// the store then charges what Actual exceeds it by. Zero charges
+	// Actual whole.
+	Charged Cost
 }
 
 // Validate reports an *InvalidError naming the first bad field of s, or nil.
@@ -127,22 +180,42 @@ func (s Settlement) Validate() error {
 	if err := s.Actual.Validate(); err != nil {
 		return err
 	}
+	if err := s.Charged.Validate(); err != nil {
+		return err
+	}
 	if s.Prompt < 0 {
 		return invalid("prompt", strconv.FormatInt(s.Prompt, 10), "is negative", "pass the reservation's prompt, or 0")
 	}
 	return ValidateObservations(s.Observed)
 }
 
-// ValidateTicket reports an *InvalidError if ticket, given to Settle or
-// Cancel, is empty, or nil.
+// ValidateTicket reports an *InvalidError if ticket, given to Settle,
+// Cancel or Renew, is empty or longer than MaxTicketLen, or nil.
 func ValidateTicket(ticket string) error {
 	if ticket == "" {
 		return invalid("ticket", "", "is empty", "pass the ticket the call was reserved under")
 	}
+	if len(ticket) > MaxTicketLen {
+		return invalid("ticket", ticket[:32]+"…", "is longer than "+strconv.Itoa(MaxTicketLen)+" bytes",
+			"pass quota.TicketFor(…) of the identity instead: a fixed-length digest of it")
+	}
 	return nil
 }
 
-// MaxTicketLen is the longest ticket a Store accepts, in bytes.
+// ValidateRenewal reports an *InvalidError for a Renew of ticket for ttl:
+// a bad ticket (see ValidateTicket) or a negative ttl; nil otherwise.
+func ValidateRenewal(ticket string, ttl time.Duration) error {
+	if err := ValidateTicket(ticket); err != nil {
+		return err
+	}
+	if ttl < 0 {
+		return invalid("ttl", ttl.String(), "is negative", "use 0 for the policy's LeaseTTL or a positive duration")
+	}
+	return nil
+}
+
+// MaxTicketLen is the longest ticket a Store accepts, in bytes. Tickets
+// made by TicketFor are far shorter, whatever the identity's length.
 const MaxTicketLen = 512
 
 // Outcome is what Reserve decided.
@@ -222,9 +295,14 @@ type Decision struct {
 	// PauseReason is the reason given to Pause, when Reason is Paused.
 	PauseReason string
 	// Lease is set when the key has a Concurrency limit and the call was
-	// granted: the lease expires at LeaseExpiry unless settled first.
+	// granted: the lease expires at LeaseExpiry unless renewed or settled
+	// first.
 	Lease       bool
 	LeaseExpiry time.Time
+	// GrantLeft is, for Granted, how long the grant (its ticket, and its
+	// lease with Lease) lives unless renewed or settled, on the store's
+	// clock: renew it well within that (see Store.Renew).
+	GrantLeft time.Duration
 	// Charged is what the ticket holds charged (the estimate after
 	// calibration), for Granted and Queued: what a call that cannot report
 	// its usage is settled at.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -20,6 +21,7 @@ func TestReservationValidate(t *testing.T) {
 		{"bad key", func(r *quota.Reservation) { r.Key.Model = "" }, "key.model"},
 		{"empty ticket", func(r *quota.Reservation) { r.Ticket = "" }, "ticket"},
 		{"long ticket", func(r *quota.Reservation) { r.Ticket = strings.Repeat("x", quota.MaxTicketLen+1) }, "ticket"},
+		{"negative lease ttl", func(r *quota.Reservation) { r.LeaseTTL = -time.Second }, "lease_ttl"},
 		{"unknown priority", func(r *quota.Reservation) { r.Priority = 1 }, "priority"},
 		{"negative cost", func(r *quota.Reservation) { r.Cost.OutputTokens = -1 }, "cost.output_tokens"},
 	} {
@@ -59,6 +61,10 @@ func TestErrors(t *testing.T) {
 	low := error(&quota.OversizeError{Key: k, Axis: quota.Requests, Cost: 9, Capacity: 8, Priority: quota.Low})
 	require.EqualError(t, low, "quota: openai/default/gpt-4o costs 9 requests but the capacity open to low priority is 8: "+
 		"it can never fit; lower the request's size (e.g. max tokens), raise the limit or lower the priority reserve")
+
+	slot := error(&quota.OversizeError{Key: k, Axis: quota.Concurrency, Cost: 1, Capacity: 0, Priority: quota.Low})
+	require.EqualError(t, slot, "quota: openai/default/gpt-4o: a call takes one concurrency slot but low priority may hold 0: "+
+		"it can never run; raise the concurrency limit or lower the priority reserve")
 
 	noPolicy := quota.NoPolicyError(k)
 	require.ErrorIs(t, noPolicy, quota.ErrNoPolicy)

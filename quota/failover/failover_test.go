@@ -168,7 +168,7 @@ func TestClosedRefusesWhileRedisIsDown(t *testing.T) {
 	require.Equal(t, calls, o.primary.calls.Load(), "the breaker skips the primary")
 	err := o.store.Settle(context.Background(), quota.Settlement{Key: gpt4o, Ticket: "before", Actual: quota.Cost{Requests: 1}})
 	require.ErrorIs(t, err, quota.ErrUnavailable, "a primary ticket cannot be settled while it is down")
-	require.NoError(t, o.store.Pause(context.Background(), gpt4o, time.Now().Add(time.Minute), "x"), "closed drops pauses")
+	require.NoError(t, o.store.Pause(context.Background(), gpt4o, time.Minute, "x"), "closed drops pauses")
 	_, err = o.store.Snapshot(context.Background(), gpt4o)
 	require.ErrorIs(t, err, quota.ErrUnavailable)
 
@@ -177,13 +177,16 @@ func TestClosedRefusesWhileRedisIsDown(t *testing.T) {
 
 func TestOpenAdmitsWhileRedisIsDown(t *testing.T) {
 	o := newOutage(t, failover.Options{Mode: failover.Open})
-	require.Equal(t, quota.Decision{Outcome: quota.Granted}, o.down(t, "a"))
+	require.Equal(t, quota.Decision{Outcome: quota.Granted, GrantLeft: quota.DefaultLeaseTTL}, o.down(t, "a"))
 	for _, ticket := range []string{"b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"} {
 		require.Equal(t, quota.Granted, o.reserve(t, ticket).Outcome, "open admits past every limit")
 	}
 	o.up(t)
 	// Tickets admitted open are settled without the primary, which never
 	// saw them.
+	left, err := o.store.Renew(context.Background(), gpt4o, "a", time.Minute)
+	require.NoError(t, err, "a ticket admitted open renews without the primary")
+	require.Equal(t, time.Minute, left)
 	require.NoError(t, o.store.Settle(context.Background(), quota.Settlement{Key: gpt4o, Ticket: "a", Actual: quota.Cost{Requests: 1}}))
 	require.NoError(t, o.store.Cancel(context.Background(), gpt4o, "b"))
 }

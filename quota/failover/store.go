@@ -47,9 +47,10 @@ type Options struct {
 // its Mode while the primary is unreachable. Build it with New; it is safe
 // for concurrent use.
 //
-// While degraded: Reserve follows the Mode; Settle and Cancel of tickets the
-// fallback admitted stay with the fallback (also after recovery), while
-// those of primary tickets fail with quota.ErrUnavailable; Pause and
+// While degraded: Reserve follows the Mode; Settle, Cancel and Renew of
+// tickets the fallback admitted stay with the fallback (also after
+// recovery), while those of primary tickets fail with quota.ErrUnavailable;
+// Pause and
 // Observe reach the Local store, and are dropped (nil) by Closed and Open,
 // which have nothing to apply them to; Snapshot reads the Local store, and
 // fails with quota.ErrUnavailable in the other modes.
@@ -183,7 +184,7 @@ func (s *Store) Degraded() bool {
 func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decision, error) {
 	if rt, ok := s.route(r.Key, r.Ticket); ok {
 		if !rt.local {
-			return quota.Decision{Outcome: quota.Granted}, nil
+			return s.openGrant(r), nil
 		}
 		return s.local.Reserve(ctx, r)
 	}
@@ -201,8 +202,12 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 	}
 	switch s.mode {
 	case Open:
+		if r.Place {
+			// A place is ready at once; its call is admitted when it comes.
+			return quota.Decision{Outcome: quota.Queued}, nil
+		}
 		s.remember(r.Key, r.Ticket, false)
-		return quota.Decision{Outcome: quota.Granted}, nil
+		return s.openGrant(r), nil
 	case Local:
 		d, err := s.local.Reserve(ctx, r)
 		if err == nil && d.Outcome != quota.Refused {
@@ -211,6 +216,13 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 		return d, err
 	}
 	return quota.Decision{Outcome: quota.Refused, Reason: quota.Unavailable, Wait: s.retry}, nil
+}
+
+// openGrant is Open's grant of r, recorded nowhere: it lives as long as r
+// asks (its renewals succeed while the route is remembered).
+func (s *Store) openGrant(r quota.Reservation) quota.Decision {
+	_, p, _ := s.ps.Lookup(r.Key)
+	return quota.Decision{Outcome: quota.Granted, GrantLeft: p.LeaseTTLFor(r.LeaseTTL)}
 }
 
 // Settle implements quota.Store. A ticket the fallback admitted settles
@@ -250,11 +262,33 @@ func (s *Store) Cancel(ctx context.Context, key quota.Key, ticket string) error 
 	return s.toPrimary(ctx, "cancel", func() error { return s.primary.Cancel(ctx, key, ticket) })
 }
 
+// Renew implements quota.Store. A ticket the fallback admitted renews
+// there (under Open it is renewed by being remembered longer); a primary
+// ticket renews on the primary, and fails with quota.ErrUnavailable while
+// the primary is unreachable.
+func (s *Store) Renew(ctx context.Context, key quota.Key, ticket string, ttl time.Duration) (time.Duration, error) {
+	if rt, ok := s.route(key, ticket); ok {
+		s.remember(key, ticket, rt.local)
+		if !rt.local {
+			_, p, _ := s.ps.Lookup(key)
+			return p.LeaseTTLFor(ttl), nil
+		}
+		return s.local.Renew(ctx, key, ticket, ttl)
+	}
+	var left time.Duration
+	err := s.toPrimary(ctx, "renew", func() error {
+		var err error
+		left, err = s.primary.Renew(ctx, key, ticket, ttl)
+		return err
+	})
+	return left, err
+}
+
 // Pause implements quota.Store. While degraded the Local store is paused
 // instead; Closed and Open drop the pause.
-func (s *Store) Pause(ctx context.Context, key quota.Key, until time.Time, reason string) error {
-	return s.toEither(ctx, func() error { return s.primary.Pause(ctx, key, until, reason) },
-		func() error { return s.local.Pause(ctx, key, until, reason) })
+func (s *Store) Pause(ctx context.Context, key quota.Key, d time.Duration, reason string) error {
+	return s.toEither(ctx, func() error { return s.primary.Pause(ctx, key, d, reason) },
+		func() error { return s.local.Pause(ctx, key, d, reason) })
 }
 
 // Observe implements quota.Store. While degraded the Local store observes

@@ -83,11 +83,8 @@ func (ks *keyState) reserve(now time.Time, r quota.Reservation) (quota.Decision,
 		return quota.Decision{}, err
 	}
 	ks.sweep(now)
-	if slot, ok := ks.tickets.find(r.Ticket); ok {
-		if ks.tickets.slab[slot].expiry.After(now) {
-			return ks.known(now, slot), nil
-		}
-		ks.forget(slot)
+	if slot, ok := ks.live(now, r.Ticket); ok {
+		return ks.known(now, slot, r), nil
 	}
 	return ks.fresh(now, r), nil
 }
@@ -111,6 +108,13 @@ func (ks *keyState) oversize(r quota.Reservation) error {
 	for i := range ks.windows {
 		if err := check(ks.windows[i].axis, ks.windows[i].capacity); err != nil {
 			return err
+		}
+	}
+	// A call takes one concurrency slot: Low needs one below the reserve.
+	if ks.concurrency > 0 {
+		if open := float64(ks.concurrency) - ks.reserved(r.Priority, ks.concurrency); open < 1 {
+			return &quota.OversizeError{Key: ks.key, Axis: quota.Concurrency, Cost: 1,
+				Capacity: int64(math.Floor(open)), Priority: r.Priority}
 		}
 	}
 	return nil
@@ -150,22 +154,45 @@ func (ks *keyState) fresh(now time.Time, r quota.Reservation) quota.Decision {
 		ks.windows[i].add(cost.On(ks.windows[i].axis))
 	}
 	maturity := now.Add(wait)
+	// A place waits for its call r.LeaseTTL once mature; other queued
+	// tickets, for the policy's LeaseTTL.
+	life := ks.policy.LeaseTTL
+	if r.Place {
+		life = ks.policy.LeaseTTLFor(r.LeaseTTL)
+	}
 	slot := ks.tickets.add(ticket{id: r.Ticket, charged: cost, chargedAt: now, state: queued, axis: axis,
-		maturity: maturity, expiry: maturity.Add(ks.policy.LeaseTTL)})
+		maturity: maturity, expiry: maturity.Add(life)})
 	if wait > 0 {
 		return quota.Decision{Outcome: quota.Queued, Wait: wait, Reason: quota.Capacity, Axis: axis, Charged: cost}
 	}
-	return ks.admit(now, slot)
+	if r.Place {
+		return ready(cost)
+	}
+	return ks.admit(now, slot, r)
+}
+
+// ready answers a place that has matured: its call may come for it.
+func ready(charged quota.Cost) quota.Decision {
+	return quota.Decision{Outcome: quota.Queued, Charged: charged}
 }
 
 // known answers a ticket the key holds, charging nothing.
-func (ks *keyState) known(now time.Time, slot int32) quota.Decision {
+func (ks *keyState) known(now time.Time, slot int32, r quota.Reservation) quota.Decision {
 	t := &ks.tickets.slab[slot]
-	if t.state == granted {
-		// The lease, if any, expires with the ticket, so it is still live.
-		return ks.grant(t)
-	}
 	paused := ks.pausedUntil.After(now)
+	if t.state == granted {
+		if paused {
+			// Granted before the pause and never settled: the call has not
+			// run (or its attempt is over), so it waits the pause out in
+			// line, holding no lease.
+			ks.requeue(slot, ks.pausedUntil)
+			return ks.paused(quota.Queued, now)
+		}
+		// The lease, if any, expires with the ticket, so it is still
+		// live; the caller is about to run on it, so it is renewed.
+		ks.renew(now, slot, r.LeaseTTL)
+		return ks.grant(now, &ks.tickets.slab[slot])
+	}
 	if now.Before(t.maturity) {
 		if paused && ks.pausedUntil.After(t.maturity) {
 			return ks.paused(quota.Queued, now)
@@ -175,16 +202,21 @@ func (ks *keyState) known(now time.Time, slot int32) quota.Decision {
 	if paused {
 		return ks.paused(quota.Queued, now)
 	}
-	return ks.admit(now, slot)
+	if r.Place {
+		return ready(t.charged)
+	}
+	return ks.admit(now, slot, r)
 }
 
-// admit grants a matured ticket if a concurrency slot is free; otherwise the
-// ticket stays queued, its charge kept, and is told when a slot may free up.
-func (ks *keyState) admit(now time.Time, slot int32) quota.Decision {
+// admit grants a matured ticket if a concurrency slot open to r's priority
+// is free; otherwise the ticket stays queued, its charge kept, and is told
+// when a slot may free up.
+func (ks *keyState) admit(now time.Time, slot int32, r quota.Reservation) quota.Decision {
 	leased := ks.concurrency > 0
 	if leased {
 		ks.dropExpiredLeases(now)
-		if int64(len(ks.leases)) >= ks.concurrency {
+		open := float64(ks.concurrency) - ks.reserved(r.Priority, ks.concurrency)
+		if float64(len(ks.leases)+1) > open {
 			wait := quota.DefaultLeaseRetry
 			for _, l := range ks.leases {
 				wait = min(wait, ks.tickets.slab[l].expiry.Sub(now))
@@ -194,19 +226,36 @@ func (ks *keyState) admit(now time.Time, slot int32) quota.Decision {
 		}
 		ks.leases = append(ks.leases, slot)
 	}
-	ks.tickets.setExpiry(slot, now.Add(ks.policy.LeaseTTL))
+	ks.tickets.setExpiry(slot, now.Add(ks.policy.LeaseTTLFor(r.LeaseTTL)))
 	t := &ks.tickets.slab[slot]
 	t.state = granted
 	t.leased = leased
-	return ks.grant(t)
+	return ks.grant(now, t)
 }
 
-func (ks *keyState) grant(t *ticket) quota.Decision {
-	d := quota.Decision{Outcome: quota.Granted, Charged: t.charged}
+func (ks *keyState) grant(now time.Time, t *ticket) quota.Decision {
+	d := quota.Decision{Outcome: quota.Granted, Charged: t.charged, GrantLeft: t.expiry.Sub(now)}
 	if t.leased {
 		d.Lease, d.LeaseExpiry = true, t.expiry
 	}
 	return d
+}
+
+// renew makes the granted ticket in slot, and so its lease, live ttl (as
+// Policy.LeaseTTLFor reads it) from now, unless it already lives longer.
+func (ks *keyState) renew(now time.Time, slot int32, ttl time.Duration) {
+	if expiry := now.Add(ks.policy.LeaseTTLFor(ttl)); expiry.After(ks.tickets.slab[slot].expiry) {
+		ks.tickets.setExpiry(slot, expiry)
+	}
+}
+
+// requeue puts the granted ticket in slot back in line, maturing at
+// maturity: its lease is released and its charge kept.
+func (ks *keyState) requeue(slot int32, maturity time.Time) {
+	ks.release(slot)
+	t := &ks.tickets.slab[slot]
+	t.state, t.leased, t.maturity, t.axis = queued, false, maturity, 0
+	ks.tickets.setExpiry(slot, maturity.Add(ks.policy.LeaseTTL))
 }
 
 func (ks *keyState) paused(o quota.Outcome, now time.Time) quota.Decision {
@@ -250,17 +299,53 @@ func (ks *keyState) learn(now time.Time, st quota.Settlement) {
 	ks.ratio = ks.ratio.Learn(c, float64(st.Actual.InputTokens)/float64(st.Prompt), now)
 }
 
-// settle applies actual to the granted ticket and forgets it; false when the
-// key holds no live grant under id.
-func (ks *keyState) settle(now time.Time, id string, actual quota.Cost) bool {
+// settle applies st.Actual to the granted ticket and forgets it; false when
+// the key holds no live grant under st.Ticket. A ticket the key no longer
+// holds at all is charged what st.Actual exceeds st.Charged by, on every
+// axis: its estimate is still charged, and the call may have run.
+func (ks *keyState) settle(now time.Time, st quota.Settlement) bool {
+	ks.sweep(now)
+	slot, ok := ks.live(now, st.Ticket)
+	if !ok {
+		ks.overrun(now, st.Actual, st.Charged)
+		return false
+	}
+	if ks.tickets.slab[slot].state != granted {
+		return false
+	}
+	ks.correct(now, &ks.tickets.slab[slot], st.Actual)
+	ks.forget(slot)
+	return true
+}
+
+// overrun charges every axis what actual exceeds charged by, refunding
+// nothing; daily windows are charged in the current day.
+func (ks *keyState) overrun(now time.Time, actual, charged quota.Cost) {
+	for i := range ks.buckets {
+		b := &ks.buckets[i]
+		if n := actual.On(b.axis) - charged.On(b.axis); n > 0 {
+			b.charge(now, n)
+		}
+	}
+	for i := range ks.windows {
+		w := &ks.windows[i]
+		if n := actual.On(w.axis) - charged.On(w.axis); n > 0 {
+			w.roll(now)
+			w.add(n)
+		}
+	}
+}
+
+// renewal renews the grant id for ttl and returns how long it now has left;
+// false when the key holds no live grant under id.
+func (ks *keyState) renewal(now time.Time, id string, ttl time.Duration) (time.Duration, bool) {
 	ks.sweep(now)
 	slot, ok := ks.live(now, id)
 	if !ok || ks.tickets.slab[slot].state != granted {
-		return false
+		return 0, false
 	}
-	ks.correct(now, &ks.tickets.slab[slot], actual)
-	ks.forget(slot)
-	return true
+	ks.renew(now, slot, ttl)
+	return ks.tickets.slab[slot].expiry.Sub(now), true
 }
 
 // cancel refunds and forgets the ticket id, if the key holds it.
@@ -291,41 +376,58 @@ func (ks *keyState) correct(now time.Time, t *ticket, actual quota.Cost) {
 	}
 }
 
-// live finds the unexpired ticket id, forgetting it if it has expired.
+// live finds the unexpired ticket id, letting it lapse if it has expired.
 func (ks *keyState) live(now time.Time, id string) (int32, bool) {
 	slot, ok := ks.tickets.find(id)
 	if !ok {
 		return 0, false
 	}
 	if !ks.tickets.slab[slot].expiry.After(now) {
-		ks.forget(slot)
+		ks.lapse(now, slot)
 		return 0, false
 	}
 	return slot, true
 }
 
+// lapse forgets an expired ticket. One that was never granted never ran:
+// its charge is refunded (daily windows as Cancel refunds them). A grant
+// keeps its charge, since its call may have run.
+func (ks *keyState) lapse(now time.Time, slot int32) {
+	if t := &ks.tickets.slab[slot]; t.state == queued {
+		ks.correct(now, t, quota.Cost{})
+	}
+	ks.forget(slot)
+}
+
 // forget drops a ticket and its lease.
 func (ks *keyState) forget(slot int32) {
-	if ks.tickets.slab[slot].leased {
-		for i, l := range ks.leases {
-			if l == slot {
-				ks.leases[i] = ks.leases[len(ks.leases)-1]
-				ks.leases = ks.leases[:len(ks.leases)-1]
-				break
-			}
-		}
-	}
+	ks.release(slot)
 	ks.tickets.remove(slot)
 }
 
-// sweep forgets up to sweepBudget expired tickets.
+// release drops the ticket's lease, if it holds one.
+func (ks *keyState) release(slot int32) {
+	if !ks.tickets.slab[slot].leased {
+		return
+	}
+	for i, l := range ks.leases {
+		if l == slot {
+			ks.leases[i] = ks.leases[len(ks.leases)-1]
+			ks.leases = ks.leases[:len(ks.leases)-1]
+			break
+		}
+	}
+	ks.tickets.slab[slot].leased = false
+}
+
+// sweep lets up to sweepBudget expired tickets lapse.
 func (ks *keyState) sweep(now time.Time) {
 	for range sweepBudget {
 		slot, ok := ks.tickets.oldest()
 		if !ok || ks.tickets.slab[slot].expiry.After(now) {
 			return
 		}
-		ks.forget(slot)
+		ks.lapse(now, slot)
 	}
 }
 
@@ -338,9 +440,10 @@ func (ks *keyState) dropExpiredLeases(now time.Time) {
 	}
 }
 
-// pause extends the key's pause to until.
-func (ks *keyState) pause(now, until time.Time, reason string) {
-	if !until.After(now) || !until.After(ks.pausedUntil) {
+// pause extends the key's pause to d from now.
+func (ks *keyState) pause(now time.Time, d time.Duration, reason string) {
+	until := now.Add(d)
+	if d <= 0 || !until.After(ks.pausedUntil) {
 		return
 	}
 	ks.pausedUntil, ks.pauseReason = until, reason
@@ -381,8 +484,10 @@ func (ks *keyState) observe(now time.Time, obs []quota.Observation) {
 	}
 }
 
-// snapshot reports the key's levels at now.
+// snapshot reports the key's levels at now, after letting expired tickets
+// lapse as any other call would.
 func (ks *keyState) snapshot(now time.Time) quota.Snapshot {
+	ks.sweep(now)
 	s := quota.Snapshot{Key: ks.key, At: now}
 	for _, a := range quota.Axes() {
 		switch a.Kind() {

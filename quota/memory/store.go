@@ -88,7 +88,8 @@ func (s *Store) Reserve(_ context.Context, r quota.Reservation) (quota.Decision,
 // estimate charged under st.Ticket, releases its lease and applies
 // st.Observed, all under the key's mutex. It returns quota.ErrUnknownTicket
 // (wrapped with the key and ticket) when the ticket is not held as granted;
-// the observations are applied all the same.
+// the observations are applied all the same, and a ticket no longer held
+// is charged what st.Actual exceeds st.Charged by (see quota.Store).
 func (s *Store) Settle(_ context.Context, st quota.Settlement) error {
 	if err := st.Validate(); err != nil {
 		return err
@@ -99,7 +100,7 @@ func (s *Store) Settle(_ context.Context, st quota.Settlement) error {
 	}
 	now := ks.lock(s.clock)
 	defer ks.mu.Unlock()
-	settled := ks.settle(now, st.Ticket, st.Actual)
+	settled := ks.settle(now, st)
 	ks.observe(now, st.Observed)
 	ks.learn(now, st)
 	if !settled {
@@ -128,16 +129,38 @@ func (s *Store) Cancel(_ context.Context, key quota.Key, ticket string) error {
 	return nil
 }
 
-// Pause refuses new tickets on key until until, with reason, extending (never
-// shortening) a pause in force. An until not after now does nothing.
-func (s *Store) Pause(_ context.Context, key quota.Key, until time.Time, reason string) error {
+// Renew extends the grant held under ticket, and its lease, to lapse ttl
+// from now (at most the policy's LeaseTTL, which 0 means) and returns how
+// long it now has left. It returns quota.ErrUnknownTicket (wrapped) when the
+// ticket is not held as granted.
+func (s *Store) Renew(_ context.Context, key quota.Key, ticket string, ttl time.Duration) (time.Duration, error) {
+	if err := quota.ValidateRenewal(ticket, ttl); err != nil {
+		return 0, err
+	}
+	ks, err := s.lookup(key)
+	if err != nil {
+		return 0, err
+	}
+	now := ks.lock(s.clock)
+	defer ks.mu.Unlock()
+	left, ok := ks.renewal(now, ticket, ttl)
+	if !ok {
+		return 0, fmt.Errorf("%w: %s ticket %q is not granted (never reserved, still queued, settled already or expired); renew only a grant not yet settled",
+			quota.ErrUnknownTicket, key, ticket)
+	}
+	return left, nil
+}
+
+// Pause refuses new tickets on key for d from now, with reason, extending
+// (never shortening) a pause in force. A d of zero or less does nothing.
+func (s *Store) Pause(_ context.Context, key quota.Key, d time.Duration, reason string) error {
 	ks, err := s.lookup(key)
 	if err != nil {
 		return err
 	}
 	now := ks.lock(s.clock)
 	defer ks.mu.Unlock()
-	ks.pause(now, until, reason)
+	ks.pause(now, d, reason)
 	return nil
 }
 

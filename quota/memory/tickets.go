@@ -35,10 +35,12 @@ type ticket struct {
 	// maturity is when a queued ticket may be granted.
 	maturity time.Time
 	// leased: a granted ticket holds a concurrency lease expiring with the
-	// ticket itself (both live for LeaseTTL from the grant).
+	// ticket itself (both live for the grant's TTL, renewed by Renew and by
+	// Reserve under the ticket).
 	leased bool
-	// expiry is when the record is forgotten: maturity + LeaseTTL while
-	// queued, grant time + LeaseTTL once granted.
+	// expiry is when the record lapses: maturity + LeaseTTL while queued
+	// (a place's own TTL for a place), the grant's TTL from its last grant
+	// or renewal once granted.
 	expiry time.Time
 	// heapAt is the ticket's index in tickets.heap.
 	heapAt int

@@ -2,6 +2,7 @@ package quotatest
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -163,6 +164,43 @@ func testPriorityReserve(t *testing.T, s suite) {
 	d.expectAs(granted, "normal-c", tokens(200), quota.Normal)
 	d.expectAs(refused(6*time.Hour, quota.DailyLimit, tpd), "normal-d", tokens(1), quota.Normal)
 	d.level(tpd, 0)
+
+	// So do concurrency slots: Low may hold the whole slots below the
+	// reserve (4 of 5, 2.5 of 10 reserved leaving 7), Normal every slot.
+	c := s.setup(t, "priority-reserve-concurrency", quota.Policy{
+		Limits:          []quota.Limit{quota.Concurrent(5)},
+		PriorityReserve: 0.2,
+		LeaseTTL:        time.Minute,
+	})
+	lease := leased(start().Add(time.Minute))
+	for _, id := range []string{"low-a", "low-b", "low-c", "low-d"} {
+		c.expectAs(lease, id, quota.Cost{}, quota.Low)
+	}
+	c.expectAs(concurrencyFull(quota.DefaultLeaseRetry), "low-e", quota.Cost{}, quota.Low)
+	c.expectAs(lease, "normal-f", quota.Cost{}, quota.Normal)
+	c.level(cc, 0)
+	c.cancel("low-a")
+	c.expectAs(concurrencyFull(quota.DefaultLeaseRetry), "low-e", quota.Cost{}, quota.Low) // 4 held, 1 free: the reserve
+	c.expectAs(lease, "normal-g", quota.Cost{}, quota.Normal)
+
+	f = s.setup(t, "priority-reserve-concurrency-fraction", quota.Policy{
+		Limits:          []quota.Limit{quota.Concurrent(10)},
+		PriorityReserve: 0.25,
+		LeaseTTL:        time.Minute,
+	})
+	for i := range 7 {
+		f.expectAs(lease, "low-"+strconv.Itoa(i), quota.Cost{}, quota.Low)
+	}
+	f.expectAs(concurrencyFull(quota.DefaultLeaseRetry), "low-7", quota.Cost{}, quota.Low)
+
+	// A single slot with a reserve is closed to Low: it can never run.
+	one := s.setup(t, "priority-reserve-one-slot", quota.Policy{
+		Limits:          []quota.Limit{quota.Concurrent(1)},
+		PriorityReserve: 0.2,
+	})
+	requireOversize(t, one, "low-a", quota.Cost{}, quota.Low,
+		quota.OversizeError{Key: one.key, Axis: cc, Cost: 1, Capacity: 0, Priority: quota.Low})
+	one.expectAs(leased(start().Add(quota.DefaultLeaseTTL)), "normal-b", quota.Cost{}, quota.Normal)
 }
 
 // testMaxWait: a ticket that would wait longer than MaxWait is refused, told

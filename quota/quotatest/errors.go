@@ -3,6 +3,7 @@ package quotatest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,7 +66,21 @@ func testInvalidInput(t *testing.T, s suite) {
 		}, "ticket"},
 		{"cancel empty key", func() error { return st.Cancel(ctx, noModel, "t") }, "key.model"},
 		{"cancel empty ticket", func() error { return st.Cancel(ctx, k, "") }, "ticket"},
-		{"pause empty key", func() error { return st.Pause(ctx, noProvider, start().Add(time.Minute), "x") }, "key.provider"},
+		{"reserve negative lease ttl", func() error {
+			_, err := st.Reserve(ctx, quota.Reservation{Key: k, Ticket: "t", Cost: reqs(1), LeaseTTL: -time.Second})
+			return err
+		}, "lease_ttl"},
+		{"reserve ticket too long", func() error {
+			_, err := st.Reserve(ctx, quota.Reservation{Key: k, Ticket: strings.Repeat("t", quota.MaxTicketLen+1), Cost: reqs(1)})
+			return err
+		}, "ticket"},
+		{"settle negative charged", func() error {
+			return st.Settle(ctx, quota.Settlement{Key: k, Ticket: "t", Actual: reqs(1), Charged: quota.Cost{Tokens: -1}})
+		}, "cost.tokens"},
+		{"renew empty ticket", func() error { _, err := st.Renew(ctx, k, "", 0); return err }, "ticket"},
+		{"renew negative ttl", func() error { _, err := st.Renew(ctx, k, "t", -time.Second); return err }, "ttl"},
+		{"renew empty key", func() error { _, err := st.Renew(ctx, noModel, "t", 0); return err }, "key.model"},
+		{"pause empty key", func() error { return st.Pause(ctx, noProvider, time.Minute, "x") }, "key.provider"},
 		{"observe unknown axis", func() error {
 			return st.Observe(ctx, k, []quota.Observation{{Axis: 42, Limit: -1, Remaining: 0}})
 		}, "observation.axis"},
@@ -122,8 +137,12 @@ func testNoPolicy(t *testing.T, s suite) {
 			return st.Settle(ctx, quota.Settlement{Key: k, Ticket: "t", Actual: reqs(1)})
 		}},
 		{"cancel", func(ctx context.Context, k quota.Key) error { return st.Cancel(ctx, k, "t") }},
+		{"renew", func(ctx context.Context, k quota.Key) error {
+			_, err := st.Renew(ctx, k, "t", 0)
+			return err
+		}},
 		{"pause", func(ctx context.Context, k quota.Key) error {
-			return st.Pause(ctx, k, start().Add(time.Minute), "x")
+			return st.Pause(ctx, k, time.Minute, "x")
 		}},
 		{"observe", func(ctx context.Context, k quota.Key) error {
 			return st.Observe(ctx, k, []quota.Observation{{Axis: rq, Limit: -1, Remaining: 0}})

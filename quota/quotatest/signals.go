@@ -10,8 +10,9 @@ import (
 )
 
 // testPause: a pause refuses new tickets with the pause's wait, holds queued
-// tickets that would mature inside it, lets grants stand, and is only ever
-// extended.
+// tickets that would mature inside it, sends a grant not yet settled back in
+// line until it ends (its lease released, its charge kept), and is only
+// ever extended; it lasts the duration given, from the store's now.
 func testPause(t *testing.T, s suite) {
 	e := s.setup(t, "pause", quota.Policy{Limits: []quota.Limit{quota.Per(rq, 1, time.Second)}})
 	e.expect(granted, "a", reqs(1))
@@ -24,7 +25,10 @@ func testPause(t *testing.T, s suite) {
 	e.level(rq, -2) // the refusal charged nothing
 	e.expect(paused(quota.Queued, 1500*time.Millisecond, "rate limited"), "b", reqs(1))
 	e.expect(queued(2*time.Second, rq), "c", reqs(1)) // matures after the pause ends
-	e.expect(granted, "a", reqs(1))                   // a grant stands
+	// a was granted before the pause: reserving under it again (its call
+	// has not run, or must run again) waits the pause out, charging nothing.
+	e.expect(paused(quota.Queued, 1500*time.Millisecond, "rate limited"), "a", reqs(1))
+	e.level(rq, -2)
 
 	e.pause(time.Second, "shorter")
 	e.expect(paused(quota.Refused, 1500*time.Millisecond, "rate limited"), "d", reqs(1))
@@ -35,6 +39,7 @@ func testPause(t *testing.T, s suite) {
 	e.pause(3*time.Second, "overloaded")
 	e.expect(paused(quota.Refused, 3*time.Second, "overloaded"), "d", reqs(1))
 	e.expect(paused(quota.Queued, 3*time.Second, "overloaded"), "c", reqs(1))
+	e.expect(paused(quota.Queued, 3*time.Second, "overloaded"), "a", reqs(1))
 	snap := e.snapshot()
 	requireTime(t, start().Add(3*time.Second), snap.PausedUntil, "paused until")
 	require.Equal(t, "overloaded", snap.PauseReason)
@@ -43,6 +48,7 @@ func testPause(t *testing.T, s suite) {
 	e.expect(paused(quota.Queued, 2*time.Second, "overloaded"), "b", reqs(1))
 
 	e.clock.Advance(2 * time.Second) // 3s: the pause is over
+	e.expect(granted, "a", reqs(1))  // its place, charged once
 	e.expect(granted, "b", reqs(1))
 	e.expect(granted, "c", reqs(1))
 	e.expect(granted, "d", reqs(1)) // -2 + 3 = 1 available
@@ -117,7 +123,8 @@ func testSettleObserve(t *testing.T, s suite) {
 		quota.Observation{Axis: rpd, Limit: -1, Remaining: 990}))
 	e.levels(map[quota.Axis]float64{tk: 5200, rpd: 990})
 
-	err := settle("a", cost, quota.Observation{Axis: tk, Limit: 3000, Remaining: 100})
+	err := e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "a", Actual: cost, Charged: cost,
+		Observed: []quota.Observation{{Axis: tk, Limit: 3000, Remaining: 100}}})
 	require.ErrorIs(t, err, quota.ErrUnknownTicket, "a is settled already")
 	e.level(tk, 100)
 	require.Equal(t, int64(3000), e.axis(tk).Capacity, "the limit is adopted all the same")
@@ -212,7 +219,7 @@ func testConcurrencyLease(t *testing.T, s suite) {
 	require.InDelta(t, 0, l.Available, LevelDelta)
 
 	e.expect(concurrencyFull(quota.DefaultLeaseRetry), "c", quota.Cost{})
-	e.expect(leased(t0.Add(10*time.Second)), "a", quota.Cost{}) // the same lease
+	e.expect(leased(t0.Add(11*time.Second)), "a", quota.Cost{}) // the same lease, renewed
 
 	e.settle("a", quota.Cost{})
 	e.level(cc, 1)

@@ -56,6 +56,10 @@ func Run(t *testing.T, newStore Factory) {
 		{"headroom", testHeadroom},
 		{"max_wait", testMaxWait},
 		{"concurrency_lease", testConcurrencyLease},
+		{"renew", testRenew},
+		{"settle_expired", testSettleExpired},
+		{"place", testPlace},
+		{"lapse", testLapse},
 		{"ticket_expiry", testTicketExpiry},
 		{"oversize", testOversize},
 		{"invalid_input", testInvalidInput},
@@ -150,7 +154,7 @@ func (e *env) cancel(ticket string) {
 
 func (e *env) pause(d time.Duration, reason string) {
 	e.t.Helper()
-	require.NoError(e.t, e.store.Pause(e.ctx, e.key, e.clock.Now().Add(d), reason))
+	require.NoError(e.t, e.store.Pause(e.ctx, e.key, d, reason))
 }
 
 func (e *env) observe(obs ...quota.Observation) {

@@ -61,8 +61,8 @@ func testIdempotentTicket(t *testing.T, s suite) {
 	e.levels(map[quota.Axis]float64{rq: 0, tk: 5900})
 
 	e.settle("b", cost)
-	err := e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "b", Actual: cost})
-	require.ErrorIs(t, err, quota.ErrUnknownTicket, "a second Settle finds no grant")
+	err := e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "b", Actual: cost, Charged: cost})
+	require.ErrorIs(t, err, quota.ErrUnknownTicket, "a second Settle finds no grant, and charges nothing beyond its charge")
 	// A settled ticket is forgotten: reserving under it again charges afresh.
 	e.expect(queued(time.Second, rq), "b", cost)
 	e.levels(map[quota.Axis]float64{rq: -1, tk: 5800})
@@ -181,7 +181,7 @@ func testCancel(t *testing.T, s suite) {
 
 	e.cancel("a")
 	e.levels(map[quota.Axis]float64{rq: 1, rpd: 10, cc: 1})
-	require.ErrorIs(t, e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "a", Actual: reqs(1)}), quota.ErrUnknownTicket)
+	require.ErrorIs(t, e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "a", Actual: reqs(1), Charged: reqs(1)}), quota.ErrUnknownTicket)
 	e.cancel("a")
 	e.cancel("never-reserved")
 
@@ -204,7 +204,7 @@ func testTicketExpiry(t *testing.T, s suite) {
 	e.level(rq, -1)
 
 	e.clock.Advance(10 * time.Second) // 10s
-	require.ErrorIs(t, e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "a", Actual: reqs(1)}), quota.ErrUnknownTicket)
+	require.ErrorIs(t, e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "a", Actual: reqs(1), Charged: reqs(1)}), quota.ErrUnknownTicket)
 	e.level(rq, 1)
 	e.expect(granted, "b", reqs(1)) // still held: granted without a charge, forgotten at 20s
 	e.level(rq, 1)
@@ -223,9 +223,10 @@ func testTicketExpiry(t *testing.T, s suite) {
 // testUnknownTicket: Settle needs a grant.
 func testUnknownTicket(t *testing.T, s suite) {
 	e := s.setup(t, "unknown-ticket", quota.Policy{Limits: []quota.Limit{quota.Per(rq, 1, time.Second)}})
-	err := e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "never-reserved", Actual: reqs(1)})
+	err := e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "never-reserved", Actual: reqs(1), Charged: reqs(1)})
 	require.ErrorIs(t, err, quota.ErrUnknownTicket)
 	require.ErrorContains(t, err, "never-reserved", "the error names the ticket")
+	e.level(rq, 1) // it used no more than it says it was charged
 
 	e.expect(granted, "a", reqs(1))
 	e.expect(queued(time.Second, rq), "b", reqs(1))
@@ -234,6 +235,6 @@ func testUnknownTicket(t *testing.T, s suite) {
 	e.level(rq, -1)
 
 	e.settle("a", reqs(1))
-	require.ErrorIs(t, e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "a", Actual: reqs(1)}), quota.ErrUnknownTicket, "a is settled already")
+	require.ErrorIs(t, e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "a", Actual: reqs(1), Charged: reqs(1)}), quota.ErrUnknownTicket, "a is settled already")
 	e.level(rq, -1)
 }

@@ -27,7 +27,8 @@ type keyState struct {
 	policy quota.Policy
 	state  string // the key's hash
 	leases string // its lease zset
-	ticket string // prefix of its ticket hashes
+	queue  string // its zset of queued tickets, by expiry
+	ticket string // prefix of its ticket records
 	// static is ARGV[3:] up to the daily midnights (see lua.go).
 	static []any
 	// zones are the time zones of the daily limits, in the order the
@@ -52,7 +53,7 @@ type dailyArgs struct {
 
 func newKeyState(prefix string, k quota.Key, p quota.Policy) *keyState {
 	tag := prefix + ":{" + k.String() + "}"
-	ks := &keyState{key: k, policy: p, state: tag, leases: tag + ":leases", ticket: tag + ":t:"}
+	ks := &keyState{key: k, policy: p, state: tag, leases: tag + ":leases", queue: tag + ":queue", ticket: tag + ":t:"}
 	adopt := "0"
 	if p.AdoptObservedLimits {
 		adopt = "1"
@@ -98,6 +99,24 @@ func (ks *keyState) prompt(p int64) int64 {
 		return 0
 	}
 	return p
+}
+
+// keys returns the script's KEYS for a call about ticket ("" for none).
+func (ks *keyState) keys(ticket string) []string {
+	t := ks.state // any key of the same slot
+	if ticket != "" {
+		t = ks.ticket + ticket
+	}
+	return []string{ks.state, ks.leases, t, ks.queue}
+}
+
+// ttl is the script's argument for a grant asked to live ttl: µs, at most
+// the policy's LeaseTTL (which 0 means), precomputed in that case.
+func (ks *keyState) ttl(ttl time.Duration) any {
+	if ttl <= 0 || ttl >= ks.policy.LeaseTTL {
+		return ks.static[1]
+	}
+	return micros(ttl)
 }
 
 // args returns the script's ARGV for op at the caller's clock reading now,
@@ -181,13 +200,4 @@ func micros(d time.Duration) string {
 		us++
 	}
 	return strconv.FormatInt(int64(us), 10)
-}
-
-// unixMicros formats t as unix µs, rounded up.
-func unixMicros(t time.Time) string {
-	us := t.UnixMicro()
-	if time.UnixMicro(us).Before(t) {
-		us++
-	}
-	return strconv.FormatInt(us, 10)
 }

@@ -7,11 +7,15 @@ import goredis "github.com/redis/go-redis/v9"
 // and charging it.
 //
 // KEYS: [1] the key's state hash, [2] its lease zset, [3] the ticket's record
-// (Reserve, Settle, Cancel; otherwise any key of the same slot).
+// (Reserve, Settle, Cancel, Renew; otherwise any key of the same slot), [4]
+// its queue zset: the tickets queued and not yet granted, scored by expiry,
+// each member "c1 c2 c3 c4 w id" (the ticket's charge, the time it was
+// charged at and its id), so that one that lapses unclaimed is refunded
+// without reading its record.
 //
 // ARGV, built by args.go:
 //
-//	1  op: reserve | settle | cancel | pause | observe | snapshot
+//	1  op: reserve | settle | cancel | renew | pause | observe | snapshot
 //	2  now in unix µs, or "" to read Redis TIME
 //	3  max wait µs   4 lease TTL µs   5 priority reserve (fraction)
 //	6  1 if the policy adopts observed limits, else 0
@@ -38,7 +42,10 @@ import goredis "github.com/redis/go-redis/v9"
 // it was charged at in µs, which names the day of every daily window
 // charged: Settle and Cancel correct a window only while that day lasts.
 // A ticket written before w existed lacks it and is corrected in any day.
-// Its PX only collects garbage: x decides.
+// Its PX only collects garbage: x decides. A queued ticket is also a member
+// of the queue zset until it is granted, cancelled or lapses; every call
+// first refunds up to SWEEP queued tickets that lapsed (a call that never
+// ran costs nothing).
 //
 // Lua numbers are doubles and Redis truncates them to integers on return, so
 // every fractional value travels as a string formatted with %.17g (integers
@@ -46,13 +53,14 @@ import goredis "github.com/redis/go-redis/v9"
 // returns only integers below 2^53 as numbers. Parsing (strtod) and
 // formatting are most of the script's own cost, so it does each once.
 var script = goredis.NewScript(`
-local S, L, T = KEYS[1], KEYS[2], KEYS[3]
+local S, L, T, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op = ARGV[1]
 local BUCKET, DAILY, LEASES = '1', '2', '3'
 local LEASE_RETRY = 1000000 -- quota.DefaultLeaseRetry
 local MIN_WAIT = 1000
 local EPSILON = 1e-9 -- units: float noise, not a deficit
 local TICKET_GRACE = 3600 * 1000 -- ms past a ticket's own expiry
+local SWEEP = 4 -- lapsed queued tickets refunded per call (memory's sweepBudget)
 local EXACT = 9007199254740992 -- 2^53: doubles below it are exact integers
 
 -- fmt writes x as %.17g does; integers, the common case, take the cheaper
@@ -277,6 +285,25 @@ local function observe(j)
   if #hs > 0 then redis.call('HSET', S, unpack(hs)) end
 end
 
+-- member is t's entry in the queue zset.
+local function member(t, id)
+  return t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. ' ' .. t.w .. ' ' .. id
+end
+
+-- sweep refunds up to SWEEP queued tickets that lapsed before now, never
+-- granted: daily windows only while the day they were charged in lasts.
+local function sweep()
+  local due = redis.call('ZRANGEBYSCORE', Q, '-inf', nowS, 'LIMIT', 0, SWEEP)
+  for _, m in ipairs(due) do
+    local c1, c2, c3, c4, w = string.match(m, '^(%S+) (%S+) (%S+) (%S+) (%S*) ')
+    if c1 then
+      adjust({-tonumber(c1), -tonumber(c2), -tonumber(c3), -tonumber(c4)}, tonumber(w))
+    end
+    redis.call('ZREM', Q, m)
+  end
+end
+sweep()
+
 local function ticket()
   local raw = redis.call('GET', T)
   if not raw then return nil end
@@ -290,56 +317,72 @@ local function ticket()
 end
 
 -- saveTicket writes t, whose fields are strings, to expire at expiry
--- (formatted as x, if given).
-local function saveTicket(t, expiry, x)
+-- (formatted as x, if given), and keeps the queue zset in step: a queued
+-- ticket is its member until expiry, a granted one is not.
+local function saveTicket(t, id, expiry, x)
+  x = x or fmt(expiry)
   local w = t.w ~= '' and ' ' .. t.w or ''
-  redis.call('SET', T, t.s .. ' ' .. t.m .. ' ' .. (x or fmt(expiry)) .. ' ' .. t.a .. ' ' ..
+  redis.call('SET', T, t.s .. ' ' .. t.m .. ' ' .. x .. ' ' .. t.a .. ' ' ..
     t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. w,
     'PX', fmt(math.ceil((expiry - now) / 1000) + TICKET_GRACE))
+  if t.s == 'q' then
+    redis.call('ZADD', Q, x, member(t, id))
+  else
+    redis.call('ZREM', Q, member(t, id))
+  end
 end
 
 -- reply: {outcome, wait µs, reason, axis, pause reason, lease expiry µs or
 -- '', now µs, then the cost ticket t holds charged (4 parts, 0 without
--- t)}, the times as num gives them; outcome 1 granted, 2 queued, 3
--- refused; reason as quota.Reason (1 capacity, 2 daily limit, 3 concurrency
--- full, 4 paused).
-local function reply(outcome, wait, reason, axis, preason, lease, t)
-  local r = {outcome, num(wait), reason, tonumber(axis) or 0, preason or '', lease and num(lease) or '', num(now), 0, 0, 0, 0}
+-- t), then the grant's expiry µs or ''}, the times as num gives them;
+-- outcome 1 granted, 2 queued, 3 refused; reason as quota.Reason (1
+-- capacity, 2 daily limit, 3 concurrency full, 4 paused).
+local function reply(outcome, wait, reason, axis, preason, lease, t, expiry)
+  local r = {outcome, num(wait), reason, tonumber(axis) or 0, preason or '', lease and num(lease) or '', num(now), 0, 0, 0, 0,
+    expiry and num(expiry) or ''}
   if t then r[8], r[9], r[10], r[11] = tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4) end
   return r
 end
 
--- lease grants a matured ticket, taking a concurrency slot if the key has a
--- concurrency limit (step 4f), or queues it while every slot is taken. fresh
--- says the ticket was charged by this call and has no record yet.
-local function lease(t, ticketID, fresh, leaseTTL)
+-- lease grants a matured ticket for grantTTL µs, taking a concurrency slot
+-- if the key has a concurrency limit (step 4f), or queues it (for the
+-- policy's queueTTL past now) while every slot open to its priority is
+-- taken; low says the priority reserve is closed to it (quota.Low). A
+-- ticket already granted is renewed: its record and lease live grantTTL
+-- from now, unless they already live longer. fresh says the ticket was
+-- charged by this call and has no record yet.
+local function lease(t, ticketID, fresh, grantTTL, queueTTL, low)
+  local exp = now + grantTTL
+  if t.s == 'g' and tonumber(t.x) > exp then exp = tonumber(t.x) end
+  local x = fmt(exp)
   if not conc then
-    if t.s ~= 'g' then
-      t.s = 'g'
-      saveTicket(t, now + leaseTTL)
-    end
-    return reply(1, 0, 0, 0, nil, nil, t)
+    t.s = 'g'
+    saveTicket(t, ticketID, exp, x)
+    return reply(1, 0, 0, 0, nil, nil, t, exp)
   end
   local held = redis.call('ZSCORE', L, ticketID)
   if held and tonumber(held) > now then
-    return reply(1, 0, 0, 0, nil, tonumber(held), t)
+    redis.call('ZADD', L, x, ticketID)
+    saveTicket(t, ticketID, exp, x)
+    return reply(1, 0, 0, 0, nil, exp, t, exp)
   end
   redis.call('ZREMRANGEBYSCORE', L, '-inf', nowS)
-  if redis.call('ZCARD', L) < conc.cap then
-    local exp = now + leaseTTL
-    local x = fmt(exp)
+  local open = conc.cap
+  if low then open = conc.cap - conc.cap * tonumber(ARGV[5]) end
+  if redis.call('ZCARD', L) + 1 <= open then
     redis.call('ZADD', L, x, ticketID)
     t.s = 'g'
-    saveTicket(t, exp, x)
-    return reply(1, 0, 0, 0, nil, exp, t)
+    saveTicket(t, ticketID, exp, x)
+    return reply(1, 0, 0, 0, nil, exp, t, exp)
   end
   local first = redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')
-  local wait = tonumber(first[2]) - now
+  local wait = LEASE_RETRY
+  if first[2] then wait = tonumber(first[2]) - now end
   if wait > LEASE_RETRY then wait = LEASE_RETRY end
   if wait < MIN_WAIT then wait = MIN_WAIT end
   if fresh or t.s ~= 'q' then
     t.s, t.m = 'q', nowS
-    saveTicket(t, now + leaseTTL)
+    saveTicket(t, ticketID, now + queueTTL)
   end
   return reply(2, wait, 3, 7, nil, nil, t)
 end
@@ -347,16 +390,24 @@ end
 if op == 'reserve' then
   -- ARGV: ticket, low (1/0), cost requests, tokens, input, output, prompt
   -- (0: charge the cost as passed), then the calibration's min and max
-  -- ratio and half-life µs. A cost that can never fit as passed replies
-  -- {0, axis, cost, the capacity open to the priority, rounded down}; one
-  -- that fits is charged at the learned ratio (quota.Calibrate), no axis
-  -- more than the capacity open to it, and the ticket keeps what was
-  -- charged.
+  -- ratio and half-life µs, the grant's TTL µs (within the policy's lease
+  -- TTL) and place (1/0: quota.Reservation.Place). A cost that can never
+  -- fit as passed replies {0, axis, cost, the capacity open to the
+  -- priority, rounded down}; one that fits is charged at the learned ratio
+  -- (quota.Calibrate), no axis more than the capacity open to it, and the
+  -- ticket keeps what was charged.
   local ticketID = ARGV[i]
   local low = ARGV[i + 1] == '1'
   local prioRes = low and tonumber(ARGV[5])
-  local leaseTTL = tonumber(ARGV[4])
+  local queueTTL = tonumber(ARGV[4])
+  local grantTTL = tonumber(ARGV[i + 10])
+  local place = ARGV[i + 11] == '1'
   local cost = {}
+
+  -- A call takes one concurrency slot: Low needs one below the reserve.
+  if low and conc and conc.cap - conc.cap * prioRes < 1 then
+    return {0, tonumber(conc.id), 1, math.floor(conc.cap - conc.cap * prioRes)}
+  end
 
   for k = 1, n do
     local a = axes[k]
@@ -403,16 +454,26 @@ if op == 'reserve' then
   local t = ticket()
   if t then
     local mat = tonumber(t.m)
-    if t.s == 'q' then
-      if now < mat then
-        if paused and pausedUntil > mat then
-          return reply(2, pausedUntil - now, 4, 0, st['pr'], nil, t)
-        end
-        return reply(2, mat - now, 1, t.a, nil, nil, t)
+    if t.s == 'g' then
+      if paused then
+        -- Granted before the pause and never settled: the call waits the
+        -- pause out in line, holding no lease.
+        redis.call('ZREM', L, ticketID)
+        t.s, t.m, t.a = 'q', fmt(pausedUntil), '0'
+        saveTicket(t, ticketID, pausedUntil + queueTTL)
+        return reply(2, pausedUntil - now, 4, 0, st['pr'], nil, t)
       end
-      if paused then return reply(2, pausedUntil - now, 4, 0, st['pr'], nil, t) end
+      return lease(t, ticketID, false, grantTTL, queueTTL, low)
     end
-    return lease(t, ticketID, false, leaseTTL)
+    if now < mat then
+      if paused and pausedUntil > mat then
+        return reply(2, pausedUntil - now, 4, 0, st['pr'], nil, t)
+      end
+      return reply(2, mat - now, 1, t.a, nil, nil, t)
+    end
+    if paused then return reply(2, pausedUntil - now, 4, 0, st['pr'], nil, t) end
+    if place then return reply(2, 0, 0, 0, nil, nil, t) end
+    return lease(t, ticketID, false, grantTTL, queueTTL, low)
   end
 
   if paused then return reply(3, pausedUntil - now, 4, 0, st['pr']) end
@@ -448,19 +509,29 @@ if op == 'reserve' then
   adjust(cost)
   t = {s = 'q', m = wait == 0 and nowS or fmt(now + wait), a = waxis,
     c1 = ARGV[i + 2], c2 = fmt(ct), c3 = fmt(cin), c4 = ARGV[i + 5], w = nowS}
+  -- A place waits for its call grantTTL once mature; other queued
+  -- tickets, the policy's lease TTL.
+  local life = place and grantTTL or queueTTL
   if wait > 0 then
-    saveTicket(t, now + wait + leaseTTL)
+    saveTicket(t, ticketID, now + wait + life)
     return reply(2, wait, 1, waxis, nil, nil, t)
   end
-  return lease(t, ticketID, true, leaseTTL)
+  if place then
+    saveTicket(t, ticketID, now + life)
+    return reply(2, 0, 0, 0, nil, nil, t)
+  end
+  return lease(t, ticketID, true, grantTTL, queueTTL, low)
 
 elseif op == 'settle' then
   -- ARGV: actual requests, tokens, input, output, ticket id, prompt,
   -- counted (1/0), the calibration's min and max ratio and half-life µs,
-  -- then observations (see observe). The observations, and with a counted
+  -- the cost the caller was told the ticket holds charged (4 parts), then
+  -- observations (see observe). The observations, and with a counted
   -- actual the ratio's lesson (actual input over prompt), apply whether or
-  -- not the ticket is held. Reply 1, or 0 if the ticket is not held as
-  -- granted.
+  -- not the ticket is held. A ticket no longer held is charged what the
+  -- actual cost exceeds its charge by, refunding nothing (its estimate is
+  -- still charged, and its call may have run). Reply 1, or 0 if the ticket
+  -- is not held as granted.
   local t, held = ticket(), 0
   if t and t.s == 'g' then
     local delta = {}
@@ -469,8 +540,15 @@ elseif op == 'settle' then
     redis.call('ZREM', L, ARGV[i + 4])
     redis.call('DEL', T)
     held = 1
+  elseif not t then
+    local over, any = {}, false
+    for j = 1, 4 do
+      over[j] = tonumber(ARGV[i + j - 1]) - tonumber(ARGV[i + 9 + j])
+      if over[j] > 0 then any = true else over[j] = 0 end
+    end
+    if any then adjust(over) end
   end
-  observe(i + 10)
+  observe(i + 14)
   local prompt, input = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 2])
   if ARGV[i + 6] == '1' and prompt > 0 and input > 0 then
     learn(input / prompt, tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8]), tonumber(ARGV[i + 9]))
@@ -486,12 +564,27 @@ elseif op == 'cancel' then
   end
   adjust({-tonumber(t.c1), -tonumber(t.c2), -tonumber(t.c3), -tonumber(t.c4)}, tonumber(t.w))
   redis.call('ZREM', L, ARGV[i])
+  redis.call('ZREM', Q, member(t, ARGV[i]))
   redis.call('DEL', T)
   return 1
 
+elseif op == 'renew' then
+  -- ARGV: ticket id, TTL µs (within the policy's lease TTL). The grant's
+  -- record and lease live that long from now, unless they already live
+  -- longer. Reply the time it now has left in µs, or '' if the ticket is
+  -- not held as granted.
+  local t = ticket()
+  if not t or t.s ~= 'g' then return '' end
+  local exp = now + tonumber(ARGV[i + 1])
+  if tonumber(t.x) > exp then exp = tonumber(t.x) end
+  local x = fmt(exp)
+  redis.call('ZADD', L, 'XX', x, ARGV[i])
+  saveTicket(t, ARGV[i], exp, x)
+  return fmt(exp - now)
+
 elseif op == 'pause' then
-  -- ARGV: until µs, reason.
-  local untilT = tonumber(ARGV[i])
+  -- ARGV: how long µs, reason: the pause ends that long after now.
+  local untilT = now + tonumber(ARGV[i])
   if untilT > now and untilT > pausedUntil then
     redis.call('HSET', S, 'pu', fmt(untilT), 'pr', ARGV[i + 1])
   end

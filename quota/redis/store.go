@@ -87,14 +87,18 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 		return quota.Decision{}, err
 	}
 	nowArg, local := s.now()
-	var low any = "0" // constants box without allocating
+	var low, place any = "0", "0" // constants box without allocating
 	if r.Priority == quota.Low {
 		low = "1"
 	}
-	args := append(ks.args("reserve", nowArg, local, 10), r.Ticket, low,
+	if r.Place {
+		place = "1"
+	}
+	args := append(ks.args("reserve", nowArg, local, 12), r.Ticket, low,
 		r.Cost.Requests, r.Cost.Tokens, r.Cost.InputTokens, r.Cost.OutputTokens,
-		ks.prompt(r.Prompt), ks.calib[0], ks.calib[1], ks.calib[2])
-	res, err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.ticket + r.Ticket}, args...).Slice()
+		ks.prompt(r.Prompt), ks.calib[0], ks.calib[1], ks.calib[2],
+		ks.ttl(r.LeaseTTL), place)
+	res, err := script.Run(ctx, s.rdb, ks.keys(r.Ticket), args...).Slice()
 	if err != nil {
 		return quota.Decision{}, s.fail("reserve", ks.key, err)
 	}
@@ -109,7 +113,7 @@ func (s *Store) decision(ks *keyState, res []any, local time.Time, priority quot
 		return quota.Decision{}, &quota.OversizeError{Key: ks.key, Axis: quota.Axis(toInt(res, 1)),
 			Cost: toInt(res, 2), Capacity: toInt(res, 3), Priority: priority}
 	}
-	if len(res) != 11 || outcome < int64(quota.Granted) || outcome > int64(quota.Refused) {
+	if len(res) != 12 || outcome < int64(quota.Granted) || outcome > int64(quota.Refused) {
 		return quota.Decision{}, fmt.Errorf("redis: reserve %s: unexpected script reply %v", ks.key, res)
 	}
 	at := s.timeFrom(toFloat(res, 6), local)
@@ -124,6 +128,9 @@ func (s *Store) decision(ks *keyState, res []any, local time.Time, priority quot
 	if res[5] != "" { // an expiry is an integer or a formatted fraction
 		d.Lease = true
 		d.LeaseExpiry = at(toFloat(res, 5))
+	}
+	if res[11] != "" {
+		d.GrantLeft = durationOf(toFloat(res, 11) - toFloat(res, 6))
 	}
 	return d, nil
 }
@@ -144,11 +151,13 @@ func (s *Store) Settle(ctx context.Context, st quota.Settlement) error {
 	if st.Counted {
 		counted = "1"
 	}
-	args := append(ks.args("settle", nowArg, local, 11+3*len(st.Observed)),
+	c := st.Charged
+	args := append(ks.args("settle", nowArg, local, 15+3*len(st.Observed)),
 		a.Requests, a.Tokens, a.InputTokens, a.OutputTokens, st.Ticket,
-		ks.prompt(st.Prompt), counted, ks.calib[0], ks.calib[1], ks.calib[2])
+		ks.prompt(st.Prompt), counted, ks.calib[0], ks.calib[1], ks.calib[2],
+		c.Requests, c.Tokens, c.InputTokens, c.OutputTokens)
 	args, _ = ks.observations(args, st.Observed)
-	n, err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.ticket + st.Ticket}, args...).Int()
+	n, err := script.Run(ctx, s.rdb, ks.keys(st.Ticket), args...).Int()
 	if err != nil {
 		return s.fail("settle", ks.key, err)
 	}
@@ -172,14 +181,43 @@ func (s *Store) Cancel(ctx context.Context, key quota.Key, ticket string) error 
 	}
 	nowArg, local := s.now()
 	args := append(ks.args("cancel", nowArg, local, 1), ticket)
-	if err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.ticket + ticket}, args...).Err(); err != nil {
+	if err := script.Run(ctx, s.rdb, ks.keys(ticket), args...).Err(); err != nil {
 		return s.fail("cancel", ks.key, err)
 	}
 	return nil
 }
 
-// Pause implements quota.Store.
-func (s *Store) Pause(ctx context.Context, key quota.Key, until time.Time, reason string) error {
+// Renew implements quota.Store: the ticket's record and its lease are
+// extended in one script run.
+func (s *Store) Renew(ctx context.Context, key quota.Key, ticket string, ttl time.Duration) (time.Duration, error) {
+	if err := key.Validate(); err != nil {
+		return 0, err
+	}
+	if err := quota.ValidateRenewal(ticket, ttl); err != nil {
+		return 0, err
+	}
+	ks, err := s.lookup(key)
+	if err != nil {
+		return 0, err
+	}
+	nowArg, local := s.now()
+	args := append(ks.args("renew", nowArg, local, 2), ticket, ks.ttl(ttl))
+	left, err := script.Run(ctx, s.rdb, ks.keys(ticket), args...).Text()
+	if err != nil {
+		return 0, s.fail("renew", ks.key, err)
+	}
+	if left == "" {
+		return 0, fmt.Errorf("redis: renew %s ticket %q: %w", ks.key, ticket, quota.ErrUnknownTicket)
+	}
+	us, err := strconv.ParseFloat(left, 64)
+	if err != nil {
+		return 0, fmt.Errorf("redis: renew %s: unexpected script reply %q", ks.key, left)
+	}
+	return durationOf(us), nil
+}
+
+// Pause implements quota.Store: the script adds d to Redis TIME.
+func (s *Store) Pause(ctx context.Context, key quota.Key, d time.Duration, reason string) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
@@ -187,9 +225,12 @@ func (s *Store) Pause(ctx context.Context, key quota.Key, until time.Time, reaso
 	if err != nil {
 		return err
 	}
+	if d <= 0 {
+		return nil
+	}
 	nowArg, local := s.now()
-	args := append(ks.args("pause", nowArg, local, 2), unixMicros(until), reason)
-	if err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.state}, args...).Err(); err != nil {
+	args := append(ks.args("pause", nowArg, local, 2), micros(d), reason)
+	if err := script.Run(ctx, s.rdb, ks.keys(""), args...).Err(); err != nil {
 		return s.fail("pause", ks.key, err)
 	}
 	return nil
@@ -212,7 +253,7 @@ func (s *Store) Observe(ctx context.Context, key quota.Key, obs []quota.Observat
 	if m == 0 {
 		return nil
 	}
-	if err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.state}, args...).Err(); err != nil {
+	if err := script.Run(ctx, s.rdb, ks.keys(""), args...).Err(); err != nil {
 		return s.fail("observe", ks.key, err)
 	}
 	return nil
@@ -229,7 +270,7 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 	}
 	nowArg, local := s.now()
 	args := append(ks.args("snapshot", nowArg, local, 3), ks.calib[:]...)
-	res, err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.state}, args...).Slice()
+	res, err := script.Run(ctx, s.rdb, ks.keys(""), args...).Slice()
 	if err != nil {
 		return quota.Snapshot{}, s.fail("snapshot", ks.key, err)
 	}
