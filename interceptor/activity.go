@@ -46,6 +46,8 @@ type call struct {
 	rec     classify.Recorder
 	step    *tollgate.FallbackStep
 	input   any
+	// stopRenewing ends the renewals of the call's grant (see keep).
+	stopRenewing func()
 }
 
 // target names the call's provider, account and model, as escalations do.
@@ -77,6 +79,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		Cost:     charge.Cost,
 		Priority: charge.Priority,
 		Prompt:   charge.Prompt,
+		LeaseTTL: leaseTTL(c.info),
 	}
 	c.att.load(ctx, a.out)
 	ctx = context.WithValue(ctx, attemptKey{}, &c.att)
@@ -145,7 +148,9 @@ func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteA
 		c.charged = c.r.Cost
 	}
 
+	c.stopRenewing = a.keep(ctx, c, d.GrantLeft)
 	res, callErr := a.run(ctx, in, c)
+	c.stopRenewing()
 	now := o.Clock.Now()
 	v := a.verdict(callErr, now)
 	a.settle(ctx, c, res, callErr, v, now)
@@ -161,6 +166,7 @@ func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteA
 func (a *activityInbound) run(ctx context.Context, in *interceptor.ExecuteActivityInput, c *call) (res any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			c.stopRenewing()
 			a.settle(ctx, c, nil, errPanicked, classify.Verdict{Class: classify.Unknown}, a.root.opts.Clock.Now())
 			panic(p)
 		}
@@ -263,8 +269,14 @@ func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr 
 	}
 	start := time.Now()
 	err := o.Store.Settle(sctx, quota.Settlement{Key: c.r.Key, Ticket: c.r.Ticket, Actual: actual, Observed: obs,
-		Counted: counted, Prompt: c.r.Prompt})
-	if err != nil && !errors.Is(err, quota.ErrUnknownTicket) {
+		Counted: counted, Prompt: c.r.Prompt, Charged: c.charged})
+	switch {
+	case errors.Is(err, quota.ErrUnknownTicket):
+		// The store charged what the call used beyond its estimate all
+		// the same; the lapse itself is worth a line.
+		o.Logger.Warn("tollgate: the call's grant had lapsed when it settled; charged what it used beyond its estimate",
+			"key", c.r.Key.String(), "activity_type", c.info.ActivityType.Name)
+	case err != nil:
 		o.Logger.Warn("tollgate: settle failed", "key", c.r.Key.String(), "error", err)
 	}
 	a.root.ins.store(ctx, "settle", start)

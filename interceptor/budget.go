@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
@@ -40,6 +42,10 @@ type attempt struct {
 	// inherited is how many details the activity itself left in the
 	// previous attempt: what activity.GetHeartbeatDetails may read.
 	inherited int
+	// beat is when the attempt started or the activity last heartbeated,
+	// in unix ns: the grant is renewed only while the activity shows it
+	// is alive (see keep).
+	beat atomic.Int64
 }
 
 type attemptKey struct{}
@@ -52,6 +58,7 @@ func attemptFrom(ctx context.Context) *attempt {
 // load reads the heartbeat details the previous attempt left and splits
 // them into Tollgate's budget and the activity's own details.
 func (a *attempt) load(ctx context.Context, out interceptor.ActivityOutboundInterceptor) {
+	a.beat.Store(time.Now().UnixNano())
 	a.budget = budget{Marker: budgetMarker}
 	if !out.HasHeartbeatDetails(ctx) {
 		return
@@ -93,6 +100,10 @@ func decodeBudget(raw converter.RawValue) (budget, bool) {
 	return b, true
 }
 
+// lastBeat returns when the attempt started or the activity last
+// heartbeated, whichever is later.
+func (a *attempt) lastBeat() time.Time { return time.Unix(0, a.beat.Load()) }
+
 // spend adds one to a counter of a's budget and returns its new value. The
 // lock keeps it apart from a heartbeat the activity may still be sending.
 func (a *attempt) spend(counter *int) int {
@@ -123,6 +134,7 @@ func (o *activityOutbound) RecordHeartbeat(ctx context.Context, details ...any) 
 		o.Next.RecordHeartbeat(ctx, details...)
 		return
 	}
+	a.beat.Store(time.Now().UnixNano())
 	a.mu.Lock()
 	a.user = append(a.user[:0:0], details...)
 	a.mu.Unlock()

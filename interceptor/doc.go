@@ -5,13 +5,15 @@
 // reserved on the shared quota.Store. A call that must wait ends its attempt
 // at once with a retryable tollgate.QuotaRefused whose NextRetryDelay is the
 // wait, so the Temporal server holds the wait and no worker slot does; the
-// caller's place in line is kept under a ticket derived from the activity's
-// identity, so its next attempt is admitted without competing again. After
-// the call the actual usage is settled, the provider's reported limits are
-// fed back to the store, and the provider's answer is classified: rate
-// limits retry as the provider said (pausing the key for every replica),
-// spend caps fail for good and close the key until its reset, and repeated
-// rate limiting escalates to a backup model.
+// caller's place in line is kept under a ticket, a digest of the activity's
+// identity, so its next attempt is admitted without competing again. While
+// the call runs its grant and concurrency lease are renewed, for the TTL its
+// heartbeat or StartToClose timeout suggests. After the call the actual
+// usage is settled, the provider's reported limits are fed back to the
+// store, and the provider's answer is classified: rate limits retry as the
+// provider said (pausing the key for every replica), spend caps fail for
+// good and close the key until its reset, and repeated rate limiting
+// escalates to a backup model.
 //
 // Workflow side: a governed activity call that fails with
 // tollgate.RateLimitEscalation is resolved by a FallbackWorkflow child that
