@@ -61,12 +61,15 @@ type Options struct {
 	// and, when the call must wait, the workflow sleeps on a durable timer
 	// until its place matures. The activity then runs once instead of
 	// being refused once first, at the price of a marker in history for
-	// every governed call (and a timer for every wait). Refusals that are
-	// not a place in line (a paused key, a daily limit, a wait past the
-	// policy's MaxWait or the activity's deadline) still end attempts as
-	// usual. It applies to workflows that start with it on: keep it on
-	// until they have finished, as their histories hold its waits.
-	// Default false.
+	// every governed call (and a timer for every wait). The place holds no
+	// concurrency slot: the activity takes one when it starts. A place
+	// whose activity has not started within its ScheduleToStart timeout
+	// (a minute without one) of maturing lapses and is refunded, so a
+	// workflow terminated meanwhile gives it back. Refusals that are not a
+	// place in line (a paused key, a daily limit, a wait past the policy's
+	// MaxWait or the activity's deadline) still end attempts as usual. It
+	// applies to workflows that start with it on: keep it on until they
+	// have finished, as their histories hold its waits. Default false.
 	WaitInWorkflow bool
 
 	// MaxRetryAfter caps the provider's Retry-After. Default 60 s.

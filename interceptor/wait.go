@@ -23,6 +23,13 @@ const ticketHeader = "tollgate-ticket"
 // histories recorded without it replay without it.
 const waitVersion = "tollgate.wait-in-workflow"
 
+// defaultPlaceTTL is how long a place waits for its activity to start once
+// it matures, when the activity has no ScheduleToStart timeout: long enough
+// for a task queue's usual backlog, short enough that the place of a
+// workflow terminated or timed out meanwhile is soon given back. A place
+// that lapses is refunded; its activity, starting later, is charged afresh.
+const defaultPlaceTTL = time.Minute
+
 // placeInput is what the workflow asks the store, through a local activity.
 type placeInput struct {
 	Key      quota.Key
@@ -30,6 +37,8 @@ type placeInput struct {
 	Cost     quota.Cost
 	Priority quota.Priority
 	Prompt   int64 `json:",omitempty"`
+	// TTL is how long the place waits for its activity once mature.
+	TTL time.Duration `json:",omitempty"`
 }
 
 // placeResult is the store's answer.
@@ -39,10 +48,13 @@ type placeResult struct {
 	Reason  quota.Reason
 }
 
-// reservePlace is the local activity behind Options.WaitInWorkflow.
+// reservePlace is the local activity behind Options.WaitInWorkflow: it
+// takes a place (quota.Reservation.Place), which holds no concurrency
+// lease; the activity takes the lease when it starts.
 func (w *WorkerInterceptor) reservePlace(ctx context.Context, in placeInput) (placeResult, error) {
 	start := time.Now()
-	d, err := w.opts.Store.Reserve(ctx, quota.Reservation{Key: in.Key, Ticket: in.Ticket, Cost: in.Cost, Priority: in.Priority, Prompt: in.Prompt})
+	d, err := w.opts.Store.Reserve(ctx, quota.Reservation{Key: in.Key, Ticket: in.Ticket, Cost: in.Cost, Priority: in.Priority, Prompt: in.Prompt,
+		Place: true, LeaseTTL: in.TTL})
 	w.ins.store(ctx, "reserve", start)
 	if err != nil {
 		return placeResult{}, err
@@ -86,19 +98,27 @@ func (w *WorkerInterceptor) charge(activityType string, args []any) (quota.Charg
 // reserve takes the call's place in line and, while it must wait for
 // capacity (and the wait fits the activity's deadline), sleeps on a durable
 // timer until the place matures. It returns the place's ticket to hand the
-// activity, whose interceptor then finds the place and handles any other
-// outcome (a concurrency slot, a refusal, a wait past the deadline) as
-// without WaitInWorkflow; "" when the store could not be asked. An error is
-// the workflow's cancellation, after the place was given back.
+// activity, whose interceptor then claims the place, taking the concurrency
+// lease, and handles any other outcome (a full concurrency limit, a
+// refusal, a wait past the deadline) as without WaitInWorkflow; "" when the
+// store could not be asked. The place waits for its activity the
+// activity's ScheduleToStart timeout once mature (defaultPlaceTTL without
+// one), then lapses and is refunded, so a workflow terminated or timed out
+// meanwhile holds nothing for long. An error is the workflow's
+// cancellation, after the place was given back.
 func (o *workflowOutbound) reserve(ctx workflow.Context, charge quota.Charge, ao workflow.ActivityOptions) (string, error) {
 	info := workflow.GetInfo(ctx)
 	o.calls++
 	in := placeInput{
 		Key:      charge.Key,
-		Ticket:   info.Namespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/place-" + strconv.Itoa(o.calls),
+		Ticket:   quota.TicketFor(info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, "place", strconv.Itoa(o.calls)),
 		Cost:     charge.Cost,
 		Priority: charge.Priority,
 		Prompt:   charge.Prompt,
+		TTL:      defaultPlaceTTL,
+	}
+	if ao.ScheduleToStartTimeout > 0 {
+		in.TTL = ao.ScheduleToStartTimeout
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		ScheduleToCloseTimeout: 10 * time.Second,
