@@ -87,8 +87,8 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 }
 
 // ticket is the call's ticket: the place its workflow reserved for it
-// (Options.WaitInWorkflow), else the activity's identity, the same for
-// every attempt.
+// (Options.WaitInWorkflow), else a digest of the activity's identity, the
+// same for every attempt and of fixed length however long its ids.
 func (a *activityInbound) ticket(ctx context.Context, info activity.Info) string {
 	if p := interceptor.Header(ctx)[ticketHeader]; p != nil {
 		var t string
@@ -96,7 +96,7 @@ func (a *activityInbound) ticket(ctx context.Context, info activity.Info) string
 			return t
 		}
 	}
-	return info.Namespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
+	return quota.TicketFor(info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)
 }
 
 // applyFallbackStep sends the input to the step's target when the call is a
