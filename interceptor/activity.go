@@ -192,10 +192,24 @@ func (a *activityInbound) reserveFailed(ctx context.Context, in *interceptor.Exe
 	case errors.Is(err, quota.ErrInvalid):
 		return nil, temporal.NewNonRetryableApplicationError("tollgate: "+err.Error(), tollgate.InvalidRequest, err)
 	}
-	a.root.opts.Logger.Warn("tollgate: quota store unreachable; retrying the call later", "key", c.r.Key.String(), "error", err)
+	return nil, a.unavailable(ctx, c, a.root.opts.StoreRetry, err)
+}
+
+// unavailable ends an attempt the store could not decide (it could not be
+// reached, or its failure policy refused while it cannot be): a retryable
+// tollgate.StoreUnavailable after wait. cause is nil for a policy's refusal.
+func (a *activityInbound) unavailable(ctx context.Context, c *call, wait time.Duration, cause error) error {
+	msg := "tollgate: quota store unavailable"
+	if cause != nil {
+		msg += ": " + cause.Error()
+		a.root.opts.Logger.Warn("tollgate: quota store unreachable; retrying the call later", "key", c.r.Key.String(), "error", cause)
+	} else {
+		msg += " (refused by the store's failure policy while it cannot be reached)"
+		a.root.opts.Logger.Warn("tollgate: quota store unreachable and its failure policy refuses; retrying the call later", "key", c.r.Key.String())
+	}
 	c.att.saveIfSpent(ctx, a.out)
-	return nil, temporal.NewApplicationErrorWithOptions("tollgate: quota store unavailable: "+err.Error(), tollgate.StoreUnavailable,
-		temporal.ApplicationErrorOptions{NextRetryDelay: a.root.opts.StoreRetry, Cause: err})
+	return temporal.NewApplicationErrorWithOptions(msg, tollgate.StoreUnavailable,
+		temporal.ApplicationErrorOptions{NextRetryDelay: max(wait, minNextRetryDelay), Cause: cause})
 }
 
 // wait ends an attempt the store did not grant: a scheduled retry when the
@@ -204,6 +218,9 @@ func (a *activityInbound) reserveFailed(ctx context.Context, in *interceptor.Exe
 func (a *activityInbound) wait(ctx context.Context, c *call, d quota.Decision) error {
 	o := &a.root.opts
 	now := o.Clock.Now()
+	if d.Reason == quota.Unavailable {
+		return a.unavailable(ctx, c, d.Wait, nil)
+	}
 	if d.Reason == quota.Paused && isClosing(d.PauseReason) {
 		// The key is closed until a spend cap or daily quota resets:
 		// waiting is pointless, and so is asking the provider.

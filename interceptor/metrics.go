@@ -19,7 +19,8 @@ type Stats struct {
 	// Queued: attempts ended with QuotaRefused while holding a place in line.
 	Queued int64
 	// Refused: attempts ended with QuotaRefused without a place (paused,
-	// daily limit, past the line's bound, store unavailable).
+	// daily limit, past the line's bound). A store that cannot be reached
+	// ends attempts with StoreUnavailable, counted apart from these.
 	Refused int64
 	// WaitedInWorkflow: calls whose workflow slept until their place in
 	// line matured before scheduling them (Options.WaitInWorkflow).
