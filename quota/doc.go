@@ -9,6 +9,9 @@
 // against every axis of its key at once, all or nothing, under a ticket: a
 // stable id for the caller that makes Reserve idempotent, so a caller that is
 // told to come back later keeps its place in line instead of competing again.
+// TicketFor makes one of fixed length from any identity. A grant lives for a
+// TTL the caller renews while its call runs (Store.Renew); times are the
+// store's own, so callers pass durations, never times read from their clock.
 //
 // Two Stores live in subpackages: quota/memory, for one process, and
 // quota/redis, shared by every worker of a fleet. quota/quotatest is the

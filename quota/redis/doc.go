@@ -9,9 +9,12 @@
 // All the keys of one quota key share a Redis Cluster hash tag,
 // {<key.String()>}: with the default prefix, tollgate:{openai/default/gpt-4o}
 // holds the levels, pause and adopted capacities, …:leases the concurrency
-// leases (a sorted set scored by expiry) and …:t:<ticket> each ticket's
-// record. There is one state hash and one lease set per key with a policy,
-// kept without a TTL. Expiry logic compares stored times with the script's
+// leases (a sorted set scored by expiry), …:queue the tickets queued and
+// not yet granted (a sorted set scored by expiry, so a place that lapses
+// unclaimed is refunded) and …:t:<ticket> each ticket's record. There is
+// one state hash, one lease set and one queue per key with a policy, kept
+// without a TTL. Expiry logic compares stored times with the script's
 // clock; the TTL on ticket records only collects garbage, long after it
-// could matter.
+// could matter. Callers send durations (a pause of 5 s, a lease of 30 s),
+// never times of their own: the script adds them to Redis TIME.
 package redis
