@@ -221,6 +221,11 @@ func (ks *keyState) admit(now time.Time, slot int32, r quota.Reservation) quota.
 			for _, l := range ks.leases {
 				wait = min(wait, ks.tickets.slab[l].expiry.Sub(now))
 			}
+			// Waiting for a slot, the ticket lives the policy's LeaseTTL
+			// from its caller's latest visit (a claimed place included).
+			if keep := now.Add(ks.policy.LeaseTTL); keep.After(ks.tickets.slab[slot].expiry) {
+				ks.tickets.setExpiry(slot, keep)
+			}
 			return quota.Decision{Outcome: quota.Queued, Wait: max(wait, time.Millisecond),
 				Reason: quota.ConcurrencyFull, Axis: quota.Concurrency, Charged: ks.tickets.slab[slot].charged}
 		}

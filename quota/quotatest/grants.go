@@ -150,6 +150,23 @@ func testPlace(t *testing.T, s suite) {
 
 	e.pause(time.Second, "rate limited")
 	place("p3", paused(quota.Refused, time.Second, "rate limited"))
+
+	// A claimed place waiting for a slot lives on past its own TTL.
+	f := s.setup(t, "place-claimed", quota.Policy{
+		Limits:   []quota.Limit{quota.Per(rq, 1, 10*time.Second), quota.Concurrent(1)},
+		LeaseTTL: 10 * time.Second,
+	})
+	f.expect(leased(t0.Add(10*time.Second)), "holder", quota.Cost{})
+	d, err = f.store.Reserve(f.ctx, quota.Reservation{Key: f.key, Ticket: "p", Cost: reqs(1), Place: true, LeaseTTL: 2 * time.Second})
+	require.NoError(t, err)
+	requireDecision(t, ready, d, "p")
+	f.expect(concurrencyFull(quota.DefaultLeaseRetry), "p", reqs(1)) // claimed, no slot
+	f.clock.Advance(5 * time.Second)
+	f.expect(concurrencyFull(quota.DefaultLeaseRetry), "p", reqs(1))
+	f.level(rq, 0.5)
+	f.cancel("holder")
+	f.expect(leased(t0.Add(15*time.Second)), "p", reqs(1))
+	f.level(rq, 0.5) // its place, charged once
 }
 
 // testLapse: a ticket queued and never granted lapses LeaseTTL after its

@@ -380,8 +380,12 @@ local function lease(t, ticketID, fresh, grantTTL, queueTTL, low)
   if first[2] then wait = tonumber(first[2]) - now end
   if wait > LEASE_RETRY then wait = LEASE_RETRY end
   if wait < MIN_WAIT then wait = MIN_WAIT end
+  -- Waiting for a slot, the ticket lives the policy's lease TTL from its
+  -- caller's latest visit (a claimed place included).
   if fresh or t.s ~= 'q' then
     t.s, t.m = 'q', nowS
+    saveTicket(t, ticketID, now + queueTTL)
+  elseif tonumber(t.x) < now + queueTTL then
     saveTicket(t, ticketID, now + queueTTL)
   end
   return reply(2, wait, 3, 7, nil, nil, t)
