@@ -44,7 +44,7 @@ import (
 func main() {
 	replicas := flag.Int("replicas", 3, "worker replicas per setup")
 	duration := flag.Duration("duration", 30*time.Second, "load window per setup")
-	drain := flag.Duration("drain", 30*time.Second, "how long a setup may take to finish its workflows after the window")
+	drain := flag.Duration("drain", 90*time.Second, "how long a setup may take to finish its workflows after the window (it ends as soon as they are done)")
 	rate := flag.Float64("rate", 5, "agent workflows started per second (each makes 2 LLM calls)")
 	requests := flag.Int64("requests", 10, "provider limit: requests per period")
 	inputTokens := flag.Int64("input-tokens", 5000, "provider limit: input tokens per period")
