@@ -29,6 +29,11 @@ type call struct {
 	chars     int64  // characters of every message and the system prompt
 	maxTokens int64  // 0 when the request set none (OpenAI only)
 	prompt    string // the last user message's text
+	// stream: the caller asked for server-sent events (stream: true).
+	stream bool
+	// includeUsage: an OpenAI stream ends with a usage chunk
+	// (stream_options.include_usage).
+	includeUsage bool
 }
 
 // answer is the deterministic reply to a call.
