@@ -77,9 +77,6 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 	c.att.load(ctx, a.out)
 	c.att.number = c.info.Attempt
 	ctx = context.WithValue(ctx, attemptKey{}, &c.att)
-	if err := a.countLost(ctx, c); err != nil {
-		return nil, err
-	}
 	return a.governed(ctx, in, c)
 }
 
@@ -140,6 +137,9 @@ func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteA
 		return nil, a.wait(ctx, c, d)
 	}
 	a.root.counters.admitted.Add(1)
+	if err := a.countLost(ctx, c); err != nil {
+		return nil, err
+	}
 
 	res, callErr := a.run(ctx, in, c)
 	c.att.ran()

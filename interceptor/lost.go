@@ -14,10 +14,10 @@ import (
 // as running) and then nothing more came, because its worker died or
 // stopped, or its stream hung with the worker, and the server timed it out
 // after the activity's HeartbeatTimeout. Nobody else could count it: the
-// attempt never returned to its interceptor. It returns the non-retryable
-// TransientBudgetExhausted error once the budget is spent, after giving
-// back whatever the lost attempt still holds in the store under the call's
-// ticket.
+// attempt never returned to its interceptor. It is called once an attempt
+// is granted (a refused attempt keeps the mark for the next), and returns
+// the non-retryable TransientBudgetExhausted error once the budget is
+// spent, after giving back the grant.
 func (a *activityInbound) countLost(ctx context.Context, c *call) error {
 	lost := c.att.budget.Running
 	if lost == 0 || lost >= c.info.Attempt {

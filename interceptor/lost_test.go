@@ -7,15 +7,19 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
+	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/internal/syncbuf"
@@ -171,4 +175,61 @@ func lastHeartbeat(e *env, id string) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("%s has no pending activity that heartbeated", id)
+}
+
+// hangingActivity heartbeats once and then hangs, as a call does whose
+// worker froze: the server times each attempt out on its heartbeat.
+type hangingActivity struct{ attempts atomic.Int32 }
+
+func (h *hangingActivity) Hang(ctx context.Context, doc string) (string, error) {
+	h.attempts.Add(1)
+	activity.RecordHeartbeat(ctx, "reading "+doc)
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+
+func hangWorkflow(ctx workflow.Context, doc string) (string, error) {
+	ao := workflows.LLMActivityOptions()
+	ao.HeartbeatTimeout = time.Second
+	ctx = workflow.WithActivityOptions(ctx, ao)
+	var out string
+	err := workflow.ExecuteActivity(ctx, "Hang", doc).Get(ctx, &out)
+	return out, err
+}
+
+// Lost attempts spend the transient budget like any transient failure:
+// with a budget of 1, the second lost attempt ends the call with
+// TransientBudgetExhausted, and the attempt that finds it out never runs.
+func TestLostAttemptsExhaustTheTransientBudget(t *testing.T) {
+	e := newEnv(t, llmsim.Config{Models: simModels("unused")})
+	key := quota.Key{Provider: "openai", Model: "gpt-hang"}
+	ic, err := interceptor.New(interceptor.Options{
+		Store:           memoryStore(t, map[quota.Key]quota.Policy{key: generous()}),
+		TransientBudget: 1,
+		Activities: map[string]interceptor.ChargeFunc{
+			"Hang": func(args []any) (quota.Charge, error) {
+				return quota.Charge{Key: key, Cost: quota.Cost{Requests: 1, Tokens: 10}}, nil
+			},
+		},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	require.NoError(t, err)
+	w := worker.New(e.client, e.taskQueue, worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{ic}, WorkerStopTimeout: time.Second})
+	h := &hangingActivity{}
+	w.RegisterActivityWithOptions(h.Hang, activity.RegisterOptions{Name: "Hang"})
+	w.RegisterWorkflow(hangWorkflow)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	run, err := e.client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "hang", TaskQueue: e.taskQueue}, hangWorkflow, "a long document")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = run.Get(ctx, nil)
+	require.True(t, tollgate.IsType(err, tollgate.TransientBudgetExhausted), "got %v", err)
+	require.ErrorContains(t, err, "attempt 2 was lost")
+	require.EqualValues(t, 2, h.attempts.Load(), "the third attempt found the budget spent and did not run")
+	st := ic.Stats()
+	require.EqualValues(t, 2, st.LostAttempts)
+	require.EqualValues(t, 2, st.Transient)
 }
