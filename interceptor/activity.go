@@ -37,12 +37,15 @@ func (a *activityInbound) Init(outbound interceptor.ActivityOutboundInterceptor)
 
 // call is one governed attempt.
 type call struct {
-	r     quota.Reservation
-	info  activity.Info
-	att   attempt
-	rec   classify.Recorder
-	step  *tollgate.FallbackStep
-	input any
+	r quota.Reservation
+	// charged is what the store holds charged for the call: the estimate
+	// after calibration, settled as is when the call reports no usage.
+	charged quota.Cost
+	info    activity.Info
+	att     attempt
+	rec     classify.Recorder
+	step    *tollgate.FallbackStep
+	input   any
 }
 
 // target names the call's provider, account and model, as escalations do.
@@ -73,6 +76,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		Ticket:   a.ticket(ctx, c.info),
 		Cost:     charge.Cost,
 		Priority: charge.Priority,
+		Prompt:   charge.Prompt,
 	}
 	c.att.load(ctx, a.out)
 	c.att.number = c.info.Attempt
@@ -137,6 +141,10 @@ func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteA
 		return nil, a.wait(ctx, c, d)
 	}
 	a.root.counters.admitted.Add(1)
+	c.charged = d.Charged
+	if c.charged == (quota.Cost{}) { // a store that does not report it
+		c.charged = c.r.Cost
+	}
 	if err := a.countLost(ctx, c); err != nil {
 		return nil, err
 	}
@@ -250,16 +258,17 @@ func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultStoreCallDeadline)
 	defer cancel()
 
-	actual := c.r.Cost
+	actual, counted := c.charged, false
 	var partial quota.Metered
 	switch {
 	case callErr == nil:
 		if m, ok := res.(quota.Metered); ok {
-			actual = m.QuotaUsage()
+			actual, counted = m.QuotaUsage(), true
 		}
 	case errors.As(callErr, &partial):
 		// The call failed part-way (a stream that broke off) and says
-		// what it had used by then.
+		// what it had used by then: partly estimates, so nothing to
+		// calibrate from.
 		actual = partial.QuotaUsage()
 	case turnedAway(v):
 		// The provider turned the call away before doing the work: it
@@ -271,7 +280,8 @@ func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr 
 		obs = classify.Limits(h, now)
 	}
 	start := time.Now()
-	err := o.Store.Settle(sctx, quota.Settlement{Key: c.r.Key, Ticket: c.r.Ticket, Actual: actual, Observed: obs})
+	err := o.Store.Settle(sctx, quota.Settlement{Key: c.r.Key, Ticket: c.r.Ticket, Actual: actual, Observed: obs,
+		Counted: counted, Prompt: c.r.Prompt})
 	if err != nil && !errors.Is(err, quota.ErrUnknownTicket) {
 		o.Logger.Warn("tollgate: settle failed", "key", c.r.Key.String(), "error", err)
 	}
