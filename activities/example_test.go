@@ -44,7 +44,7 @@ func ExampleActivities_Complete() {
 	fmt.Println(header.Get("anthropic-ratelimit-requests-remaining"), header.Get("anthropic-ratelimit-output-tokens-remaining"))
 	// Output:
 	// end_turn 4
-	// 49 3800
+	// 49 3986
 }
 
 // The interceptor asks a governed request for its key and estimated cost.

@@ -61,6 +61,14 @@ type Request struct {
 	// Priority orders the call against others on the same key; the zero
 	// value is quota.Normal.
 	Priority quota.Priority `json:"priority,omitempty"`
+	// Stream runs the call on the provider's streaming API (OpenAI Chat
+	// Completions with stream_options.include_usage, Anthropic Messages
+	// SSE): the activity heartbeats as the answer arrives and a stream
+	// silent for the activity's HeartbeatTimeout is retried. The Response
+	// is the same either way. An Anthropic call whose max_tokens the SDK
+	// would refuse without streaming (one that may take over ten minutes)
+	// streams whatever Stream says; see Activities.Complete.
+	Stream bool `json:"stream,omitempty"`
 }
 
 var _ quota.Governed = Request{}

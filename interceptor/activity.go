@@ -82,6 +82,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		LeaseTTL: leaseTTL(c.info),
 	}
 	c.att.load(ctx, a.out)
+	c.att.number = c.info.Attempt
 	ctx = context.WithValue(ctx, attemptKey{}, &c.att)
 	return a.governed(ctx, in, c)
 }
@@ -147,10 +148,14 @@ func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteA
 	if c.charged == (quota.Cost{}) { // a store that does not report it
 		c.charged = c.r.Cost
 	}
+	if err := a.countLost(ctx, c); err != nil {
+		return nil, err
+	}
 
 	c.stopRenewing = a.keep(ctx, c, d.GrantLeft)
 	res, callErr := a.run(ctx, in, c)
 	c.stopRenewing()
+	c.att.ran()
 	now := o.Clock.Now()
 	v := a.verdict(callErr, now)
 	a.settle(ctx, c, res, callErr, v, now)
@@ -168,6 +173,8 @@ func (a *activityInbound) run(ctx context.Context, in *interceptor.ExecuteActivi
 		if p := recover(); p != nil {
 			c.stopRenewing()
 			a.settle(ctx, c, nil, errPanicked, classify.Verdict{Class: classify.Unknown}, a.root.opts.Clock.Now())
+			c.att.ran()
+			c.att.saveIfHeartbeated(ctx, a.out)
 			panic(p)
 		}
 	}()
@@ -186,7 +193,12 @@ func (a *activityInbound) reserveFailed(ctx context.Context, in *interceptor.Exe
 			a.root.opts.Logger.Warn("tollgate: no policy for this key; its calls run ungoverned (logged once per key)",
 				"key", c.r.Key.String(), "activity_type", c.info.ActivityType.Name)
 		}
-		return a.Next.ExecuteActivity(ctx, in)
+		res, err := a.Next.ExecuteActivity(ctx, in)
+		c.att.ran()
+		if err != nil {
+			c.att.saveIfHeartbeated(ctx, a.out)
+		}
+		return res, err
 	case errors.Is(err, quota.ErrOversize):
 		return nil, temporal.NewNonRetryableApplicationError("tollgate: "+err.Error(), tollgate.CostExceedsCapacity, err)
 	case errors.Is(err, quota.ErrInvalid):
@@ -270,11 +282,17 @@ func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr 
 	defer cancel()
 
 	actual, counted := c.charged, false
+	var partial quota.Metered
 	switch {
 	case callErr == nil:
 		if m, ok := res.(quota.Metered); ok {
 			actual, counted = m.QuotaUsage(), true
 		}
+	case errors.As(callErr, &partial):
+		// The call failed part-way (a stream that broke off) and says
+		// what it had used by then: partly estimates, so nothing to
+		// calibrate from.
+		actual = partial.QuotaUsage()
 	case turnedAway(v):
 		// The provider turned the call away before doing the work: it
 		// used a request, no tokens.
@@ -355,6 +373,7 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 			tollgate.Transient, temporal.ApplicationErrorOptions{NextRetryDelay: max(wait, minNextRetryDelay), Cause: callErr})
 
 	case classify.Canceled, classify.Unknown:
+		c.att.saveIfHeartbeated(ctx, a.out)
 		return callErr
 	}
 	return temporal.NewNonRetryableApplicationError(

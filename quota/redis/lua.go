@@ -180,9 +180,9 @@ local function ratioAt(minR, maxR, half)
 end
 
 -- learn folds one sample (the provider's count over the prompt's estimate)
--- into the ratio: quota.Ratio.Learn. The median of it and the last two
--- moves the ratio, at once up, by RATIO_FALL of the way down.
-local RATIO_FALL = 0.15 -- quota's ratioFall
+-- into the ratio: quota.Ratio.Learn. With the last two, the ratio rises at
+-- once to their median, or falls RATIO_FALL of the way to their highest.
+local RATIO_FALL = 0.5 -- quota's ratioFall
 local function learn(sample, minR, maxR, half)
   local cur = ratioAt(minR, maxR, half)
   local s = sample
@@ -192,10 +192,16 @@ local function learn(sample, minR, maxR, half)
   local p2 = tonumber(st['e2'] or '') or cur
   local lo, hi = s, p1
   if lo > hi then lo, hi = hi, lo end
+  local top = hi
+  if p2 > top then top = p2 end
   if hi > p2 then hi = p2 end
   local m = lo > hi and lo or hi
   local v = cur
-  if m > cur then v = m else v = cur + RATIO_FALL * (m - cur) end
+  if m > cur then
+    v = m
+  elseif top < cur then
+    v = cur + RATIO_FALL * (top - cur)
+  end
   if v < minR then v = minR end
   if v > maxR then v = maxR end
   local at = nowS

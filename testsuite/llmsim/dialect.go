@@ -33,6 +33,11 @@ type call struct {
 	// model's configuration: set by Sim once the model is known.
 	input int64
 	spec  Model
+	// stream: the caller asked for server-sent events (stream: true).
+	stream bool
+	// includeUsage: an OpenAI stream ends with a usage chunk
+	// (stream_options.include_usage).
+	includeUsage bool
 }
 
 // answer is the deterministic reply to a call.

@@ -186,6 +186,12 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.writeError(w, o.err, o.requestID)
 		return
 	}
+	if c.stream {
+		if sd, ok := d.(streamDialect); ok {
+			s.writeStream(w, r, sd, c, o)
+			return
+		}
+	}
 	if o.delay > 0 {
 		t := time.NewTimer(o.delay)
 		select {
@@ -205,6 +211,8 @@ type outcome struct {
 	err       *apiError
 	answer    answer
 	delay     time.Duration
+	// streamFault, when set, strikes the call's stream part-way.
+	streamFault *Fault
 }
 
 // decide runs one call through auth, lookup, faults, spend cap, context
@@ -247,7 +255,13 @@ func (s *Sim) check(d dialect, key string, c call, perr *apiError, o *outcome) *
 	defer d.limitHeaders(o.header, lim, o.now)
 
 	for _, r := range s.rules {
-		if r.fire(d.provider(), c.model) {
+		if r.fire(d.provider(), c.model, c.stream) {
+			if r.midStream() {
+				// The call is answered; the rule strikes its stream.
+				f := r.Fault
+				o.streamFault = &f
+				break
+			}
 			return r.apiError(c.model)
 		}
 	}
