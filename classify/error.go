@@ -21,7 +21,10 @@ import (
 //   - nil is OK.
 //   - *openai.Error (openai-go v3) and *anthropic.Error (anthropic-sdk-go v2),
 //     found with errors.As anywhere in the chain, are classified like
-//     Response from their StatusCode, Response.Header and raw JSON body.
+//     Response from their StatusCode, Response.Header and raw JSON body;
+//     genai.APIError (google.golang.org/genai, the Gemini SDK) from its Code
+//     and the google.rpc.Status it decoded (message, status, details: the
+//     RetryInfo and QuotaFailure), having no headers.
 //   - context.Canceled is Canceled; context.DeadlineExceeded, net timeouts,
 //     connection resets and refusals, io.ErrUnexpectedEOF, io.EOF and other
 //     *net.OpError and *net.DNSError failures are Transient, with a fixed
@@ -48,6 +51,10 @@ func (c Classifier) Error(err error, now time.Time) Verdict {
 	var ae *anthropic.Error
 	if errors.As(err, &ae) && ae != nil {
 		return c.sdkVerdict(ae.StatusCode, ae.Response, []byte(ae.RawJSON()), now)
+	}
+	if status, body, ok := geminiError(err); ok {
+		// The SDK keeps no headers: Gemini's hints are all in the body.
+		return c.sdkVerdict(status, nil, body, now)
 	}
 	if class, why, ok := transportClass(err); ok {
 		return Verdict{Class: class, Retryable: class.Retryable(), Reason: why}
