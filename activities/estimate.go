@@ -27,3 +27,13 @@ func EstimateAnthropic(characters, maxOutputTokens int64) quota.Cost {
 	in, out := EstimateTokens(characters), max(maxOutputTokens, 0)
 	return quota.Cost{Requests: 1, Tokens: in + out, InputTokens: in, OutputTokens: out}
 }
+
+// EstimateGemini is what Gemini charges a generateContent call: one request,
+// and ceil(characters/4) input tokens against tokens per minute, which
+// Gemini counts from the prompt alone. Tokens is those input tokens (the
+// axis a policy's tokens_per_minute meters); OutputTokens is max_tokens, for
+// a policy that meters output as well.
+func EstimateGemini(characters, maxOutputTokens int64) quota.Cost {
+	in := EstimateTokens(characters)
+	return quota.Cost{Requests: 1, Tokens: in, InputTokens: in, OutputTokens: max(maxOutputTokens, 0)}
+}
