@@ -14,9 +14,12 @@ func EstimateTokens(characters int64) int64 {
 
 // EstimateOpenAI is what OpenAI charges a Chat Completions call against its
 // limits before running it: one request, and max(max_tokens,
-// ceil(characters/4)) tokens against tokens per minute (as OpenAI documents).
+// ceil(characters/4)) tokens against tokens per minute (as OpenAI
+// documents). InputTokens and OutputTokens are the prompt's estimate and
+// max_tokens, for input and output axes a policy may add.
 func EstimateOpenAI(characters, maxOutputTokens int64) quota.Cost {
-	return quota.Cost{Requests: 1, Tokens: max(max(maxOutputTokens, 0), EstimateTokens(characters))}
+	in, out := EstimateTokens(characters), max(maxOutputTokens, 0)
+	return quota.Cost{Requests: 1, Tokens: max(out, in), InputTokens: in, OutputTokens: out}
 }
 
 // EstimateAnthropic is what Anthropic charges a Messages call: one request,
@@ -30,10 +33,11 @@ func EstimateAnthropic(characters, maxOutputTokens int64) quota.Cost {
 
 // EstimateGemini is what Gemini charges a generateContent call: one request,
 // and ceil(characters/4) input tokens against tokens per minute, which
-// Gemini counts from the prompt alone. Tokens is those input tokens (the
-// axis a policy's tokens_per_minute meters); OutputTokens is max_tokens, for
-// a policy that meters output as well.
+// Gemini counts from the prompt alone. Tokens and InputTokens are those
+// input tokens. Gemini meters no output per minute, so no output is charged
+// up front (maxOutputTokens is unused): the answer's tokens are settled from
+// its usage, and calibration scales the prompt's estimate alone.
 func EstimateGemini(characters, maxOutputTokens int64) quota.Cost {
 	in := EstimateTokens(characters)
-	return quota.Cost{Requests: 1, Tokens: in, InputTokens: in, OutputTokens: max(maxOutputTokens, 0)}
+	return quota.Cost{Requests: 1, Tokens: in, InputTokens: in}
 }

@@ -61,5 +61,5 @@ func ExampleRequest_QuotaCharge() {
 		panic(err)
 	}
 	fmt.Println(charge.Key, charge.Cost)
-	// Output: openai/prod/gpt-4o requests=1 tokens=256
+	// Output: openai/prod/gpt-4o requests=1 tokens=256 input_tokens=11 output_tokens=256
 }

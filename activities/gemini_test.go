@@ -313,14 +313,17 @@ func TestGeminiAPIKeyNeverInInputOrLogs(t *testing.T) {
 }
 
 func TestGeminiRequestCharge(t *testing.T) {
-	require.Equal(t, quota.Cost{Requests: 1, Tokens: 3, InputTokens: 3, OutputTokens: 100}, EstimateGemini(10, 100),
-		"tokens per minute count the prompt alone")
+	require.Equal(t, quota.Cost{Requests: 1, Tokens: 3, InputTokens: 3}, EstimateGemini(10, 100),
+		"tokens per minute count the prompt alone; Gemini meters no output per minute")
+	require.Equal(t, quota.Cost{Requests: 1, Tokens: 5, InputTokens: 5}, quota.Calibrate(EstimateGemini(10, 100), 3, 1.5),
+		"a learned ratio scales the prompt, and nothing lifts Tokens to max_tokens")
 
 	req := chat(Gemini, "gemini-2.5-flash", "Summarise this.") // 14 + 15 characters
 	c, err := req.QuotaCharge()
 	require.NoError(t, err)
 	require.Equal(t, quota.Key{Provider: Gemini, Account: "acct", Model: "gemini-2.5-flash"}, c.Key)
 	require.Equal(t, EstimateGemini(req.Characters(), 100), c.Cost)
+	require.Equal(t, EstimateTokens(req.Characters()), c.Prompt, "the prompt's estimate, for the store to calibrate")
 
 	two := 2.0
 	req.Temperature = &two

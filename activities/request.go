@@ -154,7 +154,9 @@ func (r Request) QuotaCharge() (quota.Charge, error) {
 	case Gemini:
 		cost = EstimateGemini(r.Characters(), r.MaxOutputTokens)
 	}
-	return quota.Charge{Key: key, Cost: cost, Priority: r.Priority}, nil
+	// The prompt's part is characters/4, which the store calibrates to
+	// what the provider's tokenizer was seen to count.
+	return quota.Charge{Key: key, Cost: cost, Priority: r.Priority, Prompt: EstimateTokens(r.Characters())}, nil
 }
 
 // WithModel returns a copy of r aimed at another provider and model (a
@@ -199,8 +201,9 @@ type Response struct {
 	RequestID string `json:"request_id,omitempty"`
 	// RateLimitTokens, when positive, is what the provider counted against
 	// its tokens-per-minute limit, where that is not the usage: OpenAI
-	// counts its up-front estimate, max(max_tokens, ceil(characters/4)),
-	// and does not correct it afterwards; Gemini counts input tokens only.
+	// counts its up-front estimate, the larger of max_tokens and the
+	// prompt's tokens, and does not correct it afterwards; Gemini counts
+	// the prompt's tokens only.
 	RateLimitTokens int64 `json:"rate_limit_tokens,omitempty"`
 }
 

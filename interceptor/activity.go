@@ -37,12 +37,15 @@ func (a *activityInbound) Init(outbound interceptor.ActivityOutboundInterceptor)
 
 // call is one governed attempt.
 type call struct {
-	r     quota.Reservation
-	info  activity.Info
-	att   attempt
-	rec   classify.Recorder
-	step  *tollgate.FallbackStep
-	input any
+	r quota.Reservation
+	// charged is what the store holds charged for the call: the estimate
+	// after calibration, settled as is when the call reports no usage.
+	charged quota.Cost
+	info    activity.Info
+	att     attempt
+	rec     classify.Recorder
+	step    *tollgate.FallbackStep
+	input   any
 }
 
 // target names the call's provider, account and model, as escalations do.
@@ -73,6 +76,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		Ticket:   a.ticket(ctx, c.info),
 		Cost:     charge.Cost,
 		Priority: charge.Priority,
+		Prompt:   charge.Prompt,
 	}
 	c.att.load(ctx, a.out)
 	ctx = context.WithValue(ctx, attemptKey{}, &c.att)
@@ -136,6 +140,10 @@ func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteA
 		return nil, a.wait(ctx, c, d)
 	}
 	a.root.counters.admitted.Add(1)
+	c.charged = d.Charged
+	if c.charged == (quota.Cost{}) { // a store that does not report it
+		c.charged = c.r.Cost
+	}
 
 	res, callErr := a.run(ctx, in, c)
 	now := o.Clock.Now()
@@ -238,11 +246,11 @@ func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultStoreCallDeadline)
 	defer cancel()
 
-	actual := c.r.Cost
+	actual, counted := c.charged, false
 	switch {
 	case callErr == nil:
 		if m, ok := res.(quota.Metered); ok {
-			actual = m.QuotaUsage()
+			actual, counted = m.QuotaUsage(), true
 		}
 	case turnedAway(v):
 		// The provider turned the call away before doing the work: it
@@ -254,7 +262,8 @@ func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr 
 		obs = classify.Limits(h, now)
 	}
 	start := time.Now()
-	err := o.Store.Settle(sctx, quota.Settlement{Key: c.r.Key, Ticket: c.r.Ticket, Actual: actual, Observed: obs})
+	err := o.Store.Settle(sctx, quota.Settlement{Key: c.r.Key, Ticket: c.r.Ticket, Actual: actual, Observed: obs,
+		Counted: counted, Prompt: c.r.Prompt})
 	if err != nil && !errors.Is(err, quota.ErrUnknownTicket) {
 		o.Logger.Warn("tollgate: settle failed", "key", c.r.Key.String(), "error", err)
 	}

@@ -73,10 +73,18 @@ func (anthropicDialect) parse(body []byte) (call, *apiError) {
 	return c, nil
 }
 
-// cost charges estimated input tokens and max_tokens output tokens.
+// cost charges the prompt's tokens as the model counts them, and max_tokens
+// output tokens until the answer is known (see adjust).
 func (anthropicDialect) cost(c call) cost {
-	in := estimateTokens(c.chars)
-	return cost{requests: 1, input: in, output: c.maxTokens, tokens: in + c.maxTokens}
+	return cost{requests: 1, input: c.input, output: c.maxTokens, tokens: c.input + c.maxTokens}
+}
+
+// adjust gives back the output tokens the answer did not use: Anthropic
+// estimates output from max_tokens when a call starts and corrects it to the
+// actual output at its end.
+func (anthropicDialect) adjust(c call, a answer) cost {
+	unused := max(c.maxTokens-a.out, 0)
+	return cost{output: unused, tokens: unused}
 }
 
 // overloadStatus is Anthropic's overloaded_error status.

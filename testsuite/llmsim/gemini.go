@@ -111,7 +111,7 @@ func (d geminiDialect) parse(body []byte) (call, *apiError) {
 // cost charges one request and the prompt's tokens: Gemini's tokens per
 // minute count input tokens only.
 func (geminiDialect) cost(c call) cost {
-	return cost{requests: 1, tokens: estimateTokens(c.chars)}
+	return cost{requests: 1, tokens: c.input}
 }
 
 // overloadStatus is Gemini's UNAVAILABLE.

@@ -73,9 +73,10 @@ func (openAIDialect) parse(body []byte) (call, *apiError) {
 	return c, nil
 }
 
-// cost is OpenAI's documented estimate: max(max_tokens, ceil(chars/4)).
+// cost is OpenAI's documented up-front count: max(max_tokens, the prompt's
+// tokens), never corrected after the call.
 func (openAIDialect) cost(c call) cost {
-	return cost{requests: 1, tokens: max(c.maxTokens, estimateTokens(c.chars))}
+	return cost{requests: 1, tokens: max(c.maxTokens, c.input)}
 }
 
 // overloadStatus is the status OpenAI sends when overloaded.

@@ -249,6 +249,7 @@ func (s *Sim) check(d dialect, key string, c call, perr *apiError, o *outcome) *
 	if !ok {
 		return &apiError{kind: kindNotFound, model: c.model}
 	}
+	c.spec, c.input = m, m.tokens(c.chars)
 	lim := s.limiter(acct.Name, m, o.now)
 	lim.refill(o.now)
 	defer d.limitHeaders(o.header, lim, o.now)
@@ -261,9 +262,8 @@ func (s *Sim) check(d dialect, key string, c call, perr *apiError, o *outcome) *
 	if acct.SpendCapTokens > 0 && s.spent[acct.Name] >= acct.SpendCapTokens {
 		return &apiError{kind: kindSpendCap, model: c.model}
 	}
-	in := estimateTokens(c.chars)
-	if m.ContextWindow > 0 && in+c.maxTokens > m.ContextWindow {
-		return &apiError{kind: kindContextLength, model: c.model, window: m.ContextWindow, input: in, maxTokens: c.maxTokens}
+	if m.ContextWindow > 0 && c.input+c.maxTokens > m.ContextWindow {
+		return &apiError{kind: kindContextLength, model: c.model, window: m.ContextWindow, input: c.input, maxTokens: c.maxTokens}
 	}
 	if p := s.cfg.Overload.Probability; p > 0 && s.rng.Float64() < p {
 		return &apiError{kind: kindOverload, model: c.model, status: s.cfg.Overload.Status, retryAfter: s.cfg.Overload.RetryAfter}
@@ -277,6 +277,9 @@ func (s *Sim) check(d dialect, key string, c call, perr *apiError, o *outcome) *
 		return e
 	}
 	o.answer = compose(c, o.requestID)
+	if a, ok := d.(adjuster); ok {
+		lim.refund(a.adjust(c, o.answer))
+	}
 	s.spent[acct.Name] += o.answer.in + o.answer.out
 	o.delay = s.cfg.Latency.delay(s.rng)
 	return nil
