@@ -56,9 +56,9 @@ func TestRatioLearn(t *testing.T) {
 	r = r.Learn(c, 1.0, now)
 	require.InDelta(t, 1.5, r.ValueAt(c, now), 1e-12, "the outlier is still among the last three: no fall")
 	r = r.Learn(c, 1.0, now)
-	require.InDelta(t, 1.5-0.15*0.5, r.ValueAt(c, now), 1e-12, "falls a little toward the highest of the last three")
+	require.InDelta(t, 1.25, r.ValueAt(c, now), 1e-12, "falls half the way to the highest of the last three")
 	r = r.Learn(c, 0.01, now)
-	require.InDelta(t, 1.5-0.15*0.5-0.15*(0.5-0.15*0.5), r.ValueAt(c, now), 1e-12, "a low outlier counts no more than the highest of three")
+	require.InDelta(t, 1.125, r.ValueAt(c, now), 1e-12, "a low outlier counts no more than the highest of three")
 	require.InDelta(t, 1+(r.Value-1)/2, r.ValueAt(c, now.Add(c.HalfLife)), 1e-12, "halfway back to 1 in a half-life")
 	require.Equal(t, 4.0, quota.Ratio{Value: 9, At: now}.ValueAt(c, now), "bounded")
 }

@@ -45,7 +45,7 @@ func main() {
 	replicas := flag.Int("replicas", 3, "worker replicas per setup")
 	duration := flag.Duration("duration", 30*time.Second, "load window per setup")
 	drain := flag.Duration("drain", 90*time.Second, "how long a setup may take to finish its workflows after the window (it ends as soon as they are done)")
-	rate := flag.Float64("rate", 5, "agent workflows started per second (each makes 2 LLM calls)")
+	rate := flag.Float64("rate", 0, "agent workflows started per second, each making 2 LLM calls (default 5 ÷ -density: the same overload, about 1.4× the input-token limit, whatever the provider's density)")
 	requests := flag.Int64("requests", 10, "provider limit: requests per period")
 	inputTokens := flag.Int64("input-tokens", 5000, "provider limit: input tokens per period")
 	outputTokens := flag.Int64("output-tokens", 2000, "provider limit: output tokens per period")
@@ -56,6 +56,9 @@ func main() {
 	density := flag.Float64("density", 1, "tokens the provider counts per characters/4 (its tokenizer's density; Tollgate estimates characters/4)")
 	only := flag.String("setups", "", "comma-separated setups to run, by name (default: all of "+strings.Join(setupNames(), ",")+")")
 	flag.Parse()
+	if *rate == 0 && *density > 0 {
+		*rate = defaultRate / *density
+	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
@@ -68,6 +71,10 @@ func main() {
 		log.Fatalf("fleet: %v", err)
 	}
 }
+
+// defaultRate is the agent workflows started per second at a density of 1:
+// demand about 1.4 times the input-token limit.
+const defaultRate = 5.0
 
 // config is the command line.
 type config struct {
@@ -88,12 +95,12 @@ func (c config) validate() error {
 		return errors.New("-replicas must be at least 1")
 	case c.window <= 0 || c.drain < 0:
 		return errors.New("-duration must be positive and -drain not negative")
+	case !(c.limits.Density > 0 && c.limits.Density <= llmsim.MaxDensity):
+		return fmt.Errorf("-density %g is out of range: use a ratio in (0, %d], e.g. 1.5 for a tokenizer counting 50%% more than characters/4", c.limits.Density, llmsim.MaxDensity)
 	case c.rate <= 0:
 		return errors.New("-rate must be positive")
 	case c.limits.Period <= 0 || c.limits.Requests <= 0 || c.limits.InputTokens <= 0 || c.limits.OutputTokens <= 0:
 		return errors.New("-period and the limits must be positive")
-	case !(c.limits.Density > 0 && c.limits.Density <= llmsim.MaxDensity):
-		return fmt.Errorf("-density %g is out of range: use a ratio in (0, %d], e.g. 1.5 for a tokenizer counting 50%% more than characters/4", c.limits.Density, llmsim.MaxDensity)
 	}
 	_, err := pick(setups(c.limits, ""), c.only)
 	return err

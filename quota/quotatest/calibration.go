@@ -64,8 +64,8 @@ func testCalibration(t *testing.T, s suite) {
 			require.Less(t, calls, 36, "converged on %g within a few dozen calls", density)
 			t.Logf("density %g: ratio %.4f after %d calls", density, e.ratio(), calls+1)
 
-			charged := e.call("next", 1000, 100, density)
 			r := e.ratio()
+			charged := e.call("next", 1000, 100, density)
 			require.InDelta(t, float64(int64(r*1000+0.999999)), float64(charged.InputTokens), 1, "input charged at the ratio")
 			require.Equal(t, charged.InputTokens+100, charged.Tokens, "tokens: the calibrated prompt plus the output")
 			require.Equal(t, int64(100), charged.OutputTokens, "output is not calibrated")

@@ -174,7 +174,7 @@ end
 -- learn folds one sample (the provider's count over the prompt's estimate)
 -- into the ratio: quota.Ratio.Learn. With the last two, the ratio rises at
 -- once to their median, or falls RATIO_FALL of the way to their highest.
-local RATIO_FALL = 0.15 -- quota's ratioFall
+local RATIO_FALL = 0.5 -- quota's ratioFall
 local function learn(sample, minR, maxR, half)
   local cur = ratioAt(minR, maxR, half)
   local s = sample
