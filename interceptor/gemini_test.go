@@ -31,11 +31,12 @@ func geminiKey(model string) quota.Key { return quota.Key{Provider: activities.G
 
 // geminiModels are the Gemini models of the unit tests: one with a
 // requests-per-day quota of one, one with two requests a minute, one
-// roomy.
+// roomy, and one whose tokenizer counts 1.6 times characters/4.
 var geminiModels = []llmsim.Model{
 	{Provider: llmsim.Gemini, Name: "gemini-rpd1", RequestsPerDay: 1},
 	{Provider: llmsim.Gemini, Name: "gemini-rpm2", RequestsPerMinute: 2},
 	{Provider: llmsim.Gemini, Name: "gemini-roomy", RequestsPerMinute: 10_000, TokensPerMinute: 10_000_000},
+	{Provider: llmsim.Gemini, Name: "gemini-dense", Density: 1.6},
 }
 
 // geminiUnit is the SDK's test activity environment with Tollgate's
@@ -217,6 +218,21 @@ func TestGeminiSpendCapAndUsage(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "spend_cap", snap.PauseReason)
 	require.Equal(t, u.clock.Now().Add(interceptor.DefaultSpendCapPause), snap.PausedUntil, "no reset time: someone must top the balance up")
+}
+
+// The store learns from usageMetadata what Gemini's tokenizer counts per
+// estimated prompt token, and charges later Gemini prompts at that ratio.
+func TestGeminiEstimatesLearnGeminisTokenCount(t *testing.T) {
+	u := newGeminiUnit(t, time.Date(2026, 1, 15, 20, 0, 0, 0, time.UTC), nil, interceptor.Options{})
+	req := geminiRequest("gemini-dense") // 31 characters: 8 tokens estimated, 13 counted
+	for range 3 {
+		resp, err := u.complete(t, req)
+		require.NoError(t, err)
+		require.EqualValues(t, 13, resp.Usage.InputTokens)
+	}
+	snap, err := u.store.Snapshot(context.Background(), geminiKey("gemini-dense"))
+	require.NoError(t, err)
+	require.InDelta(t, 13.0/8, snap.EstimateRatio, 1e-9)
 }
 
 // On the embedded server, a Gemini 429 whose RetryInfo says 2s is retried
