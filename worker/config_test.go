@@ -49,6 +49,15 @@ func TestLoadConfigFlagsWinOverEnvironment(t *testing.T) {
 	require.False(t, cfg.Simulated())
 }
 
+// A Gemini key alone turns the simulator off, like any other provider's.
+func TestLoadConfigGemini(t *testing.T) {
+	cfg, err := LoadConfig(nil, envOf(map[string]string{"GEMINI_API_KEY": "AIza-env", "GEMINI_BASE_URL": "http://127.0.0.1:8089"}), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "AIza-env", cfg.GeminiAPIKey)
+	require.Equal(t, "http://127.0.0.1:8089", cfg.GeminiBaseURL)
+	require.False(t, cfg.Simulated())
+}
+
 func TestLoadConfigHelp(t *testing.T) {
 	_, err := LoadConfig([]string{"-h"}, envOf(nil), io.Discard)
 	require.ErrorIs(t, err, flag.ErrHelp)
@@ -61,7 +70,7 @@ func TestLoadConfigRejectsEachBadField(t *testing.T) {
 	badPolicies := filepath.Join(dir, "bad.yaml")
 	require.NoError(t, os.WriteFile(badPolicies, []byte("policies:\n  - provider: openai\n    limits: {requests_per_minute: 10}\n"), 0o600))
 	badSim := filepath.Join(dir, "sim.yaml")
-	require.NoError(t, os.WriteFile(badSim, []byte("models:\n  - provider: gemini\n    name: gemini-2.0-flash\n"), 0o600))
+	require.NoError(t, os.WriteFile(badSim, []byte("models:\n  - provider: mistral\n    name: mistral-large\n"), 0o600))
 
 	for _, tc := range []struct {
 		name    string
@@ -103,6 +112,12 @@ func TestLoadConfigRejectsEachBadField(t *testing.T) {
 			"OPENAI_API_KEY", "OPENAI_BASE_URL is set", "set the key"},
 		{"anthropic key with a trailing newline", map[string]string{"ANTHROPIC_API_KEY": "sk-ant\n"}, nil,
 			"ANTHROPIC_API_KEY", "trailing spaces", "copy-paste"},
+		{"gemini base url without a key", map[string]string{"GEMINI_BASE_URL": "http://127.0.0.1:8089"}, nil,
+			"GEMINI_API_KEY", "GEMINI_BASE_URL is set", "set the key"},
+		{"gemini key with a trailing space", nil, []string{"-gemini-api-key", "AIza "},
+			"GEMINI_API_KEY", "trailing spaces", "copy-paste"},
+		{"gemini base url not http", map[string]string{"GEMINI_API_KEY": "k", "GEMINI_BASE_URL": "generativelanguage.googleapis.com"}, nil,
+			"GEMINI_BASE_URL", "is not an http(s) URL", "leave it empty"},
 		{"wait in workflow not a boolean", map[string]string{"WAIT_IN_WORKFLOW": "yes please"}, nil,
 			"WAIT_IN_WORKFLOW", "is not true or false", "use true or false"},
 		{"openai organization without a key", map[string]string{"OPENAI_ORG_ID": "org-1"}, nil,

@@ -29,11 +29,21 @@ const (
 	SimCapped = "claude-3-5-haiku-latest"
 	// SimSpendCapTokens is the research account's spend cap, in tokens.
 	SimSpendCapTokens = 600
+	// SimGemini is a Gemini model whose project has only
+	// SimGeminiRequestsPerDay requests left today: its key closes until
+	// midnight America/Los_Angeles, and calls fall back to SimBackup.
+	SimGemini = "gemini-2.5-flash"
+	// SimGeminiRequestsPerDay is what the simulator allows SimGemini a day:
+	// what is left of the project's 250 after its other apps' calls, which
+	// Tollgate cannot count (Gemini limits per project, not per key).
+	SimGeminiRequestsPerDay = 10
 
-	// SimOpenAIKey and SimAnthropicKey are the keys of the simulated
-	// accounts "main" (OpenAI) and "research" (Anthropic).
+	// SimOpenAIKey, SimAnthropicKey and SimGeminiKey are the keys of the
+	// simulated accounts "main" (OpenAI), "research" (Anthropic) and
+	// "studio" (Gemini).
 	SimOpenAIKey    = "sim-openai-main"
 	SimAnthropicKey = "sim-anthropic-research"
+	SimGeminiKey    = "sim-gemini-studio"
 )
 
 // DefaultSimConfig is the simulated provider the worker runs when no API key
@@ -44,9 +54,11 @@ const (
 //	gpt-4o                   openai     600 RPM, 2M TPM                          the backup
 //	gpt-4.1                  openai     600 RPM, 2M TPM                          the demo injects 429s
 //	claude-3-5-haiku-latest  anthropic  600 RPM, 1M ITPM, 400k OTPM              account "research": spend cap 600 tokens
+//	gemini-2.5-flash         gemini     10 RPM, 250k TPM (input), 10 a day       the project's last requests of its day
 //
 // Answers take 150–400 ms. Buckets start full and refill continuously over a
-// minute, as the providers' do.
+// minute, as the providers' do; Gemini's day ends at midnight
+// America/Los_Angeles.
 func DefaultSimConfig() llmsim.Config {
 	return llmsim.Config{
 		Models: []llmsim.Model{
@@ -54,10 +66,12 @@ func DefaultSimConfig() llmsim.Config {
 			{Provider: llmsim.OpenAI, Name: SimBackup, RequestsPerMinute: 600, TokensPerMinute: 2_000_000},
 			{Provider: llmsim.OpenAI, Name: SimFlaky, RequestsPerMinute: 600, TokensPerMinute: 2_000_000},
 			{Provider: llmsim.Anthropic, Name: SimCapped, RequestsPerMinute: 600, InputTokensPerMinute: 1_000_000, OutputTokensPerMinute: 400_000},
+			{Provider: llmsim.Gemini, Name: SimGemini, RequestsPerMinute: 10, TokensPerMinute: 250_000, RequestsPerDay: SimGeminiRequestsPerDay},
 		},
 		Accounts: []llmsim.Account{
 			{Name: "main", APIKey: SimOpenAIKey},
 			{Name: "research", APIKey: SimAnthropicKey, SpendCapTokens: SimSpendCapTokens},
+			{Name: "studio", APIKey: SimGeminiKey},
 		},
 		Latency: llmsim.Latency{Fixed: 150 * time.Millisecond, Jitter: 250 * time.Millisecond},
 		Seed:    1,
@@ -66,7 +80,9 @@ func DefaultSimConfig() llmsim.Config {
 
 // DefaultPoliciesYAML is the policies file the worker uses with the
 // simulator when POLICIES is empty: each model's limits as llmsim enforces
-// them, less 5% headroom on the primary, and the fallback chains.
+// them, less 5% headroom on the primary, and the fallback chains. The Gemini
+// entry has its tier's published 250 requests a day; the simulated project
+// has far fewer left, so Gemini's own per-day 429 closes the key.
 const DefaultPoliciesYAML = `policies:
   - provider: openai
     model: gpt-4o-mini
@@ -84,6 +100,11 @@ const DefaultPoliciesYAML = `policies:
     model: claude-3-5-haiku-latest
     limits: {requests_per_minute: 600, input_tokens_per_minute: 1000000, output_tokens_per_minute: 400000}
     fallbacks: [openai/gpt-4o]
+  - provider: gemini
+    model: gemini-2.5-flash
+    limits: {requests_per_minute: 10, tokens_per_minute: 250000, requests_per_day: 250, zone: America/Los_Angeles}
+    headroom: 0.2
+    fallbacks: [openai/gpt-4o]
 `
 
 // DefaultBudgets returns DefaultPoliciesYAML parsed.
@@ -98,8 +119,9 @@ func DefaultBudgets() Budgets {
 // ServeSim serves the simulator profile cfg names (SIM_CONFIG, or
 // DefaultSimConfig) on cfg.SimAddress until ctx is done: one simulated
 // provider that a fleet of workers shares (give them
-// OPENAI_BASE_URL=http://ADDR/v1/, ANTHROPIC_BASE_URL=http://ADDR and keys
-// the profile accepts: SimOpenAIKey and SimAnthropicKey for the default), so
+// OPENAI_BASE_URL=http://ADDR/v1/, ANTHROPIC_BASE_URL=http://ADDR,
+// GEMINI_BASE_URL=http://ADDR and keys the profile accepts: SimOpenAIKey,
+// SimAnthropicKey and SimGeminiKey for the default), so
 // that the providers' limits are enforced once for the fleet, as the real
 // ones are. It returns a *ConfigError for a bad cfg, and the listener's error.
 func ServeSim(ctx context.Context, cfg Config, logger *slog.Logger) error {
@@ -120,7 +142,8 @@ func ServeSim(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("worker: simulator: listen on %s: %w (set SIM_ADDRESS to a free address)", cfg.SimAddress, err)
 	}
 	logger.Info("simulator: serving "+cfg.simProfileName(), "address", l.Addr().String(), "models", simModels(profile),
-		"openai_base_url", "http://"+l.Addr().String()+"/v1/", "anthropic_base_url", "http://"+l.Addr().String())
+		"openai_base_url", "http://"+l.Addr().String()+"/v1/", "anthropic_base_url", "http://"+l.Addr().String(),
+		"gemini_base_url", "http://"+l.Addr().String())
 	return sim.Serve(ctx, l)
 }
 
@@ -152,9 +175,9 @@ func (c Config) simProfileName() string {
 }
 
 // checkInProcessSim reports a *ConfigError when profile, served in-process,
-// would refuse the keys the worker sends it (SimOpenAIKey, SimAnthropicKey):
-// a profile that lists accounts must list those keys for the providers it
-// serves.
+// would refuse the keys the worker sends it (SimOpenAIKey, SimAnthropicKey,
+// SimGeminiKey): a profile that lists accounts must list those keys for the
+// providers it serves.
 func (c Config) checkInProcessSim(profile llmsim.Config) error {
 	if len(profile.Accounts) == 0 {
 		return nil // any key is accepted
@@ -165,13 +188,17 @@ func (c Config) checkInProcessSim(profile llmsim.Config) error {
 	}
 	for _, m := range profile.Models {
 		key := SimOpenAIKey
-		if m.Provider == llmsim.Anthropic {
+		switch m.Provider {
+		case llmsim.Anthropic:
 			key = SimAnthropicKey
+		case llmsim.Gemini:
+			key = SimGeminiKey
 		}
 		if !keys[key] {
 			return &ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig,
 				Problem: "lists no account with the key the worker sends its in-process simulator for " + m.Provider + " (" + key + ")",
-				Fix:     fmt.Sprintf("add an account with api_key %q for OpenAI models and one with %q for Anthropic models, or list no accounts to accept any key", SimOpenAIKey, SimAnthropicKey)}
+				Fix: fmt.Sprintf("add an account with api_key %q for OpenAI models, %q for Anthropic models and %q for Gemini models, or list no accounts to accept any key",
+					SimOpenAIKey, SimAnthropicKey, SimGeminiKey)}
 		}
 	}
 	return nil

@@ -214,7 +214,8 @@ func (w *Worker) providers() (*activities.Activities, error) {
 		}()
 		ac.OpenAI = activities.ProviderConfig{APIKey: SimOpenAIKey, BaseURL: w.simURL + "/v1/"}
 		ac.Anthropic = activities.ProviderConfig{APIKey: SimAnthropicKey, BaseURL: w.simURL}
-		w.logger.Info("providers: simulated by llmsim in-process (no OPENAI_API_KEY or ANTHROPIC_API_KEY), serving "+cfg.simProfileName(),
+		ac.Gemini = activities.ProviderConfig{APIKey: SimGeminiKey, BaseURL: w.simURL}
+		w.logger.Info("providers: simulated by llmsim in-process (no OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY), serving "+cfg.simProfileName(),
 			"url", w.simURL, "models", simModels(w.profile))
 	} else {
 		if cfg.OpenAIAPIKey != "" {
@@ -225,6 +226,10 @@ func (w *Worker) providers() (*activities.Activities, error) {
 		if cfg.AnthropicAPIKey != "" {
 			ac.Anthropic = activities.ProviderConfig{APIKey: cfg.AnthropicAPIKey, BaseURL: cfg.AnthropicBaseURL}
 			w.logger.Info("providers: Anthropic (real; key set)", "base_url", orDefault(cfg.AnthropicBaseURL, activities.DefaultAnthropicBaseURL))
+		}
+		if cfg.GeminiAPIKey != "" {
+			ac.Gemini = activities.ProviderConfig{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL}
+			w.logger.Info("providers: Gemini (real; key set)", "base_url", orDefault(cfg.GeminiBaseURL, activities.DefaultGeminiBaseURL))
 		}
 	}
 	a, err := activities.New(ac)
