@@ -135,11 +135,13 @@ func dayZone(b worker.Budgets, k quota.Key) *time.Location {
 }
 
 // closedUntilMidnight reports whether snap shows its key closed by a daily
-// quota until a midnight in zone, ahead of it.
+// quota until a midnight in zone, ahead of it. The worker pauses the key
+// for the time until that midnight, which the store adds to its own clock,
+// so the pause ends within a second of it, not on the nanosecond.
 func closedUntilMidnight(snap quota.Snapshot, zone *time.Location) bool {
-	until := snap.PausedUntil.In(zone)
+	until := snap.PausedUntil.In(zone).Round(time.Second)
 	return snap.PauseReason == classify.DailyQuota.String() && until.After(snap.At) &&
-		until.Sub(snap.At) <= 25*time.Hour && until.Hour() == 0 && until.Minute() == 0 && until.Second() == 0 && until.Nanosecond() == 0
+		until.Sub(snap.At) <= 25*time.Hour && until.Hour() == 0 && until.Minute() == 0 && until.Second() == 0
 }
 
 // summarize prints the per-model table, the verdict and the last line, and
