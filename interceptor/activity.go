@@ -14,10 +14,11 @@ import (
 
 	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/classify"
+	"github.com/tollgate/tollgate/internal/fallback"
 	"github.com/tollgate/tollgate/quota"
 )
 
-// fallbackHeader carries a tollgate.FallbackStep from the workflow
+// fallbackHeader carries a fallback.Step from the workflow
 // interceptor to the activity interceptor.
 const fallbackHeader = "tollgate-fallback"
 
@@ -41,7 +42,7 @@ type call struct {
 	info  activity.Info
 	att   attempt
 	rec   classify.Recorder
-	step  *tollgate.FallbackStep
+	step  *fallback.Step
 	input any
 }
 
@@ -99,7 +100,7 @@ func (a *activityInbound) applyFallbackStep(ctx context.Context, in *interceptor
 	if p == nil {
 		return nil
 	}
-	var step tollgate.FallbackStep
+	var step fallback.Step
 	if err := converter.GetDefaultDataConverter().FromPayload(p, &step); err != nil {
 		return temporal.NewNonRetryableApplicationError("tollgate: unreadable fallback step header: "+err.Error(), tollgate.InvalidRequest, err)
 	}

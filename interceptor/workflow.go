@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tollgate/tollgate"
+	"github.com/tollgate/tollgate/internal/fallback"
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -39,7 +40,7 @@ type workflowOutbound struct {
 // RateLimitEscalation into a FallbackWorkflow child whose result resolves
 // the caller's future.
 func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
-	if step, ok := tollgate.FallbackStepFrom(ctx); ok {
+	if step, ok := fallback.StepFrom(ctx); ok {
 		if p, err := converter.GetDefaultDataConverter().ToPayload(step); err == nil {
 			interceptor.WorkflowHeader(ctx)[fallbackHeader] = p
 		}
