@@ -42,9 +42,14 @@ const (
 	// CostExceedsCapacity: the call's cost can never fit the key's limits.
 	// Not retryable.
 	CostExceedsCapacity = "tollgate.CostExceedsCapacity"
-	// InvalidRequest: the activity input could not be charged (bad key or
-	// cost). Not retryable.
+	// InvalidRequest: the activity input can never succeed as given: it
+	// could not be charged (bad key or cost), or the activities package
+	// refused it (a missing field, an unknown provider). The same input
+	// would fail the same way on every attempt, so it is not retryable.
 	InvalidRequest = "tollgate.InvalidRequest"
+	// ProviderNotConfigured: the request names a provider this worker has
+	// no configuration (API key) for. Not retryable.
+	ProviderNotConfigured = "tollgate.ProviderNotConfigured"
 	// ProviderRejected: the provider refused the request for a reason a
 	// retry cannot fix (bad request, auth, not found, context too long).
 	// Not retryable; the message carries the provider's code.
