@@ -269,9 +269,9 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 	switch v.Class {
 	case classify.RateLimited, classify.Overloaded:
 		a.root.counters.rateLimited.Add(1)
-		wait := o.DefaultRetryAfter
+		wait := o.RateLimitWait
 		if v.HasRetryAfter {
-			wait = min(v.RetryAfter, o.MaxRetryAfter)
+			wait = v.RetryAfter // capped by the Classifier's MaxRetryAfter
 		}
 		a.pause(ctx, c.r.Key, now.Add(wait), "provider "+v.Class.String())
 		if c.att.spend(&c.att.budget.RateLimited) > o.EscalateAfter {
@@ -308,7 +308,7 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 		}
 		wait := a.backoff(c.att.budget.Transient)
 		if v.HasRetryAfter {
-			wait = min(v.RetryAfter, o.MaxRetryAfter)
+			wait = v.RetryAfter
 		}
 		c.att.save(ctx, a.out)
 		return temporal.NewApplicationErrorWithOptions(

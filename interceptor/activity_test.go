@@ -298,7 +298,7 @@ func TestRateLimitWithoutHintWaitsTheDefault(t *testing.T) {
 	u := newUnit(t, map[quota.Key]quota.Policy{openaiKey("gpt-u"): generous()}, interceptor.Options{})
 	require.NoError(t, u.sim.Inject(llmsim.Fault{Kind: llmsim.FaultRateLimit, Model: "gpt-u", Times: 1}))
 	_, err := u.complete(request("gpt-u"))
-	require.Equal(t, interceptor.DefaultRetryAfter, appError(t, err).NextRetryDelay())
+	require.Equal(t, interceptor.DefaultRateLimitWait, appError(t, err).NextRetryDelay())
 }
 
 func TestFourthRateLimitEscalatesWhenABackupExists(t *testing.T) {
