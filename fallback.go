@@ -38,18 +38,6 @@ type FallbackActivityOptions struct {
 	RetryPolicy            *temporal.RetryPolicy `json:"retry_policy,omitempty"`
 }
 
-// FallbackOptionsFrom captures the serializable part of ao.
-func FallbackOptionsFrom(ao workflow.ActivityOptions) FallbackActivityOptions {
-	return FallbackActivityOptions{
-		TaskQueue:              ao.TaskQueue,
-		ScheduleToCloseTimeout: ao.ScheduleToCloseTimeout,
-		ScheduleToStartTimeout: ao.ScheduleToStartTimeout,
-		StartToCloseTimeout:    ao.StartToCloseTimeout,
-		HeartbeatTimeout:       ao.HeartbeatTimeout,
-		RetryPolicy:            ao.RetryPolicy,
-	}
-}
-
 // ActivityOptions returns the workflow.ActivityOptions o describes.
 func (o FallbackActivityOptions) ActivityOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{

@@ -125,7 +125,7 @@ func (o *workflowOutbound) fallback(ctx workflow.Context, activityType string, i
 		ActivityType: activityType,
 		From:         esc.From,
 		Chain:        esc.Backups,
-		Options:      tollgate.FallbackOptionsFrom(ao),
+		Options:      fallback.OptionsFrom(ao),
 	}
 	var raw converter.RawValue
 	err := workflow.ExecuteChildWorkflow(cctx, tollgate.FallbackWorkflowName, in, input).Get(ctx, &raw)
