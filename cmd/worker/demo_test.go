@@ -26,7 +26,7 @@ func TestDemoSmallWorkload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a workload for about ten seconds")
 	}
-	cfg := worker.Config{EmbeddedAddress: "127.0.0.1:0", MetricsAddr: "off", TaskQueue: "demo-test"}
+	cfg := config{Config: worker.Config{MetricsAddr: "off", TaskQueue: "demo-test"}, EmbeddedAddress: "127.0.0.1:0"}
 	p := plan{Primary: 4, Flaky: 2, FlakyAfter: 1, Capped: 6, Turns: 2, MaxOutputTokens: 128, Timeout: 2 * time.Minute}
 	var out, errOut bytes.Buffer
 	code := runDemo(context.Background(), cfg, p, &out, &errOut, false)

@@ -15,7 +15,6 @@ import (
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/internal/syncbuf"
 	"github.com/tollgate/tollgate/internal/testnet"
-	"github.com/tollgate/tollgate/worker"
 	"github.com/tollgate/tollgate/workflows"
 )
 
@@ -57,12 +56,12 @@ func TestServeOnTheEmbeddedDefaults(t *testing.T) {
 	runCtx, stop := context.WithTimeout(context.Background(), time.Minute)
 	defer stop()
 	r, err := c.ExecuteWorkflow(runCtx, client.StartWorkflowOptions{ID: "serve-test-agent", TaskQueue: "serve-test"}, workflows.AgentWorkflow,
-		workflows.AgentInput{Provider: activities.OpenAI, Model: worker.SimPrimary, Task: "Plan a picnic.", Turns: 2, MaxOutputTokens: 64})
+		workflows.AgentInput{Provider: activities.OpenAI, Model: simPrimary, Task: "Plan a picnic.", Turns: 2, MaxOutputTokens: 64})
 	require.NoError(t, err)
 	var res workflows.AgentResult
 	require.NoError(t, r.Get(runCtx, &res))
 	require.Len(t, res.Turns, 2)
-	require.Equal(t, worker.SimPrimary, res.Turns[1].Model)
+	require.Equal(t, simPrimary, res.Turns[1].Model)
 
 	resp, err := http.Get("http://" + metricsAddr + "/metrics")
 	require.NoError(t, err)
@@ -181,7 +180,7 @@ func TestSimServesTheDefaultProfile(t *testing.T) {
 	require.Eventually(t, func() bool {
 		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
 		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+worker.SimOpenAIKey)
+		req.Header.Set("Authorization", "Bearer "+simOpenAIKey)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

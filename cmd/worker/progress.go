@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/testsuite/llmsim"
 	"github.com/tollgate/tollgate/worker"
 )
 
@@ -37,7 +38,7 @@ func (v *progress) draw(ctx context.Context) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "Tollgate demo: %d agent workflows x %d turns on simulated providers   %s\n", n, v.plan.Turns, elapsed)
 	fmt.Fprintf(&b, "workflows  %s %d/%d done, %d failed, %d turns answered by a backup\n",
-		worker.Bar(float64(v.tally.done()), int64(n), 30), v.tally.done(), n, v.tally.failed.Load(), v.tally.backupTurns.Load())
+		bar(float64(v.tally.done()), int64(n), 30), v.tally.done(), n, v.tally.failed.Load(), v.tally.backupTurns.Load())
 	fmt.Fprintf(&b, "tollgate   admitted %d  queued %d  refused %d  |  provider 429s %d  escalations %d  fallbacks %d  spend caps %d\n",
 		st.Admitted, st.Queued, st.Refused, st.ProviderRateLimited, st.Escalations, st.Fallbacks, st.SpendCapped)
 	for _, k := range v.w.Budgets().Policies.Keys() {
@@ -65,7 +66,7 @@ func levels(ctx context.Context, s quota.Store, k quota.Key) string {
 	var parts []string
 	for _, l := range snap.Axes {
 		if l.Axis == quota.Requests {
-			parts = append(parts, fmt.Sprintf("requests %s %6.1f/%d", worker.Bar(l.Available, l.Capacity, 20), l.Available, l.Capacity))
+			parts = append(parts, fmt.Sprintf("requests %s %6.1f/%d", bar(l.Available, l.Capacity, 20), l.Available, l.Capacity))
 		}
 	}
 	if snap.PausedUntil.After(snap.At) {
@@ -76,9 +77,8 @@ func levels(ctx context.Context, s quota.Store, k quota.Key) string {
 
 // summarize prints the per-model table, the verdict and the last line, and
 // returns the exit code.
-func summarize(out io.Writer, w *worker.Worker, p plan, t *tally, took time.Duration) int {
+func summarize(out io.Writer, w *worker.Worker, sim *llmsim.Sim, p plan, t *tally, took time.Duration) int {
 	st := w.Stats()
-	sim := w.Sim()
 	fmt.Fprintf(out, "\nsummary after %s\n\n", took.Round(100*time.Millisecond))
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "model\trole\tworkflows\tcalls received\tanswered\t429 answers\tof which spend cap\t")
@@ -86,16 +86,16 @@ func summarize(out io.Writer, w *worker.Worker, p plan, t *tally, took time.Dura
 		name, role string
 		n          int
 	}{
-		{worker.SimPrimary, "primary, 60 RPM", p.Primary},
-		{worker.SimFlaky, "429 faults after call " + fmt.Sprint(p.FlakyAfter), p.Flaky},
-		{worker.SimCapped, "account spend cap", p.Capped},
-		{worker.SimBackup, "backup", 0},
+		{simPrimary, "primary, 60 RPM", p.Primary},
+		{simFlaky, "429 faults after call " + fmt.Sprint(p.FlakyAfter), p.Flaky},
+		{simCapped, "account spend cap", p.Capped},
+		{simBackup, "backup", 0},
 	} {
 		s := sim.Stats(m.name)
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", m.name, m.role, m.n, s.Received, s.Accepted, s.TooManyRequests, s.SpendCapped)
 	}
 	tw.Flush()
-	fmt.Fprintf(out, "\naccount research (%s): spent %d tokens of its %d-token spend cap\n", worker.SimCapped, sim.Spent("research"), worker.SimSpendCapTokens)
+	fmt.Fprintf(out, "\naccount research (%s): spent %d tokens of its %d-token spend cap\n", simCapped, sim.Spent("research"), simSpendCapTokens)
 	fmt.Fprintf(out, "tollgate: admitted %d, queued %d, refused %d, provider 429s %d, escalations %d, fallbacks %d, spend caps %d\n",
 		st.Admitted, st.Queued, st.Refused, st.ProviderRateLimited, st.Escalations, st.Fallbacks, st.SpendCapped)
 	fmt.Fprintf(out, "workflows: %d completed, %d failed, %d turns answered by the backup model\n",
@@ -110,7 +110,7 @@ func summarize(out io.Writer, w *worker.Worker, p plan, t *tally, took time.Dura
 	}
 	t.mu.Unlock()
 	code := 0
-	if bad := verdict(p.workflows(), st, t, sim.Stats(worker.SimPrimary).TooManyRequests); len(bad) > 0 {
+	if bad := verdict(p.workflows(), st, t, sim.Stats(simPrimary).TooManyRequests); len(bad) > 0 {
 		code = 1
 		for _, b := range bad {
 			fmt.Fprintln(out, "NOT AS DESIGNED:", b)

@@ -1,37 +1,37 @@
-package worker
+package main
 
 import (
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/memory"
+	"github.com/tollgate/tollgate/quota/redis"
 )
 
-// StatusTimeout bounds how long Status waits for Redis to answer before it
+// statusTimeout bounds how long status waits for Redis to answer before it
 // reports Redis unreachable.
-const StatusTimeout = 5 * time.Second
+const statusTimeout = 5 * time.Second
 
-// Status prints each policy key's levels per axis to out, read from the
+// status prints each policy key's levels per axis to out, read from the
 // store cfg configures. With REDIS_URL it reads Redis itself, never through
 // the STORE_FAILURE fallback a worker uses (whose stand-in buckets would show
 // levels nobody shares), and returns an error naming REDIS_URL when Redis
-// does not answer PING within StatusTimeout. With no REDIS_URL the store is
-// a fresh memory store, so the levels shown are full: Status says so. It
-// returns Validate's error for a bad cfg and the store's error when a key
-// cannot be read.
-func Status(ctx context.Context, cfg Config, out io.Writer, logger *slog.Logger) error {
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	cfg = cfg.WithDefaults()
-	w := &Worker{cfg: cfg, logger: logger}
-	b, err := w.loadBudgets()
+// does not answer PING within statusTimeout. With no REDIS_URL the store is
+// a fresh memory store, so the levels shown are full: status says so. It
+// returns the policies' error and the store's error when a key cannot be
+// read.
+func status(ctx context.Context, cfg config, out io.Writer, logger *slog.Logger) error {
+	cfg = cfg.withDefaults()
+	b, err := cfg.budgets(logger)
 	if err != nil {
 		return err
 	}
@@ -42,27 +42,41 @@ func Status(ctx context.Context, cfg Config, out io.Writer, logger *slog.Logger)
 			return fmt.Errorf("worker: memory store: %w", err)
 		}
 		fmt.Fprintln(out, "store: process memory of this command (no REDIS_URL): every bucket is full; set REDIS_URL to read the fleet's levels")
-		return WriteStatus(ctx, out, store, keys)
+		return writeStatus(ctx, out, store, keys)
 	}
-	store, rdb, err := openRedis(cfg, b.Policies)
+	opts, err := goredis.ParseURL(cfg.RedisURL) // loadConfig checked it
 	if err != nil {
-		return err
+		return fmt.Errorf("worker: status: REDIS_URL: %w", err)
 	}
+	rdb := goredis.NewClient(opts)
 	defer rdb.Close()
-	pingCtx, cancel := context.WithTimeout(ctx, StatusTimeout)
+	store, err := redis.New(rdb, b.Policies, redis.Options{})
+	if err != nil {
+		return fmt.Errorf("worker: redis store: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
 	if err := rdb.Ping(pingCtx).Err(); err != nil {
 		return fmt.Errorf("worker: status: Redis at REDIS_URL (-redis-url) %q is unreachable: %w (start Redis, or set REDIS_URL to the fleet's Redis; status reads Redis only, never a fallback)",
 			redactURL(cfg.RedisURL), err)
 	}
 	fmt.Fprintln(out, "store: Redis", redactURL(cfg.RedisURL))
-	return WriteStatus(ctx, out, store, keys)
+	return writeStatus(ctx, out, store, keys)
 }
 
-// WriteStatus prints a table of keys' levels from store: per axis, the
+// redactURL hides a URL's password.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
+}
+
+// writeStatus prints a table of keys' levels from store: per axis, the
 // effective capacity, what is available now, and when a daily window
 // resets; per key, whether and until when it is paused.
-func WriteStatus(ctx context.Context, out io.Writer, store quota.Store, keys []quota.Key) error {
+func writeStatus(ctx context.Context, out io.Writer, store quota.Store, keys []quota.Key) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tAXIS\tCAPACITY\tAVAILABLE\tFILL\tNOTE")
 	for _, k := range keys {
@@ -87,7 +101,7 @@ func WriteStatus(ctx context.Context, out io.Writer, store quota.Store, keys []q
 				n = joinNote(n, "resets "+l.ResetAt.UTC().Format(time.RFC3339))
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", k, l.Axis, l.Capacity,
-				strconv.FormatFloat(l.Available, 'f', 1, 64), Bar(l.Available, l.Capacity, 10), n)
+				strconv.FormatFloat(l.Available, 'f', 1, 64), bar(l.Available, l.Capacity, 10), n)
 		}
 	}
 	return tw.Flush()
@@ -100,9 +114,9 @@ func joinNote(a, b string) string {
 	return a + "; " + b
 }
 
-// Bar draws available/capacity as a bar of width cells, e.g. "[#####.....]";
+// bar draws available/capacity as a bar of width cells, e.g. "[#####.....]";
 // a negative level (reservations queued) draws an empty bar marked "!".
-func Bar(available float64, capacity int64, width int) string {
+func bar(available float64, capacity int64, width int) string {
 	if capacity <= 0 || width <= 0 {
 		return ""
 	}

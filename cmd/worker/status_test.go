@@ -1,4 +1,4 @@
-package worker
+package main
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/testsuite/redistest"
+	"github.com/tollgate/tollgate/worker"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -22,29 +23,29 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // With Redis down, status fails and says so: the failover store a worker
 // falls back on would show full stand-in buckets that nobody shares.
 func TestStatusFailsWhenRedisIsUnreachable(t *testing.T) {
-	cfg := Config{RedisURL: "redis://" + testnet.FreeAddr(t) + "/0", StoreFailure: "local", StoreLocalShare: 0.5}
+	cfg := config{Config: worker.Config{RedisURL: "redis://" + testnet.FreeAddr(t) + "/0", StoreFailure: "local", StoreLocalShare: 0.5}}
 	var out bytes.Buffer
-	err := Status(context.Background(), cfg, &out, quietLogger())
+	err := status(context.Background(), cfg, &out, quietLogger())
 	require.Error(t, err)
 	require.ErrorContains(t, err, "REDIS_URL")
 	require.ErrorContains(t, err, "unreachable")
 	require.NotContains(t, out.String(), "[#", "no levels are printed")
 }
 
-// Status reads the levels the fleet shares: budget spent through one client
+// status reads the levels the fleet shares: budget spent through one client
 // of the Redis shows as lowered levels.
 func TestStatusShowsWhatTheFleetSpentInRedis(t *testing.T) {
 	srv := redistest.StartServer(t)
-	ps := DefaultBudgets().Policies
+	ps := defaultBudgets().Policies
 	fleet, err := redis.New(srv.Client(), ps, redis.Options{})
 	require.NoError(t, err)
-	key := quota.Key{Provider: "openai", Model: SimPrimary}
+	key := quota.Key{Provider: "openai", Model: simPrimary}
 	d, err := fleet.Reserve(context.Background(), quota.Reservation{Key: key, Ticket: "status-test", Cost: quota.Cost{Requests: 20, Tokens: 50_000}})
 	require.NoError(t, err)
 	require.Equal(t, quota.Granted, d.Outcome)
 
 	var out bytes.Buffer
-	require.NoError(t, Status(context.Background(), Config{RedisURL: srv.URL()}, &out, quietLogger()))
+	require.NoError(t, status(context.Background(), config{Config: worker.Config{RedisURL: srv.URL()}}, &out, quietLogger()))
 	require.Contains(t, out.String(), "store: Redis")
 
 	// 57 requests (60 less 5% headroom) less 20, plus what refilled since
@@ -57,7 +58,7 @@ func TestStatusShowsWhatTheFleetSpentInRedis(t *testing.T) {
 	require.Equal(t, 600.0, available(t, out.String(), "openai/default/gpt-4o", "requests", 600), "untouched keys stay full")
 }
 
-// available reads one row's AVAILABLE column from WriteStatus's table.
+// available reads one row's AVAILABLE column from writeStatus's table.
 func available(t *testing.T, table, key, axis string, capacity int) float64 {
 	t.Helper()
 	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `\s+` + axis + `\s+` + strconv.Itoa(capacity) + `\s+(-?[0-9.]+)\s`)

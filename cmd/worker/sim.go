@@ -1,4 +1,4 @@
-package worker
+package main
 
 import (
 	"context"
@@ -6,38 +6,40 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/testsuite/llmsim"
+	"github.com/tollgate/tollgate/worker"
 )
 
 // The models of the default simulated profile, and the API keys the worker
 // uses against the in-process simulator (not secrets: llmsim accepts only
 // these).
 const (
-	// SimPrimary is the tight model: 60 requests per minute, the limit
+	// simPrimary is the tight model: 60 requests per minute, the limit
 	// most agent calls compete for.
-	SimPrimary = "gpt-4o-mini"
-	// SimBackup is the roomy model the others fall back to.
-	SimBackup = "gpt-4o"
-	// SimFlaky is a roomy model the demo makes llmsim rate limit with
-	// injected 429s, so calls to it escalate to SimBackup.
-	SimFlaky = "gpt-4.1"
-	// SimCapped is an Anthropic model whose account ("research") has a
-	// spend cap of SimSpendCapTokens tokens; calls past it fall back to
-	// SimBackup.
-	SimCapped = "claude-3-5-haiku-latest"
-	// SimSpendCapTokens is the research account's spend cap, in tokens.
-	SimSpendCapTokens = 600
+	simPrimary = "gpt-4o-mini"
+	// simBackup is the roomy model the others fall back to.
+	simBackup = "gpt-4o"
+	// simFlaky is a roomy model the demo makes llmsim rate limit with
+	// injected 429s, so calls to it escalate to simBackup.
+	simFlaky = "gpt-4.1"
+	// simCapped is an Anthropic model whose account ("research") has a
+	// spend cap of simSpendCapTokens tokens; calls past it fall back to
+	// simBackup.
+	simCapped = "claude-3-5-haiku-latest"
+	// simSpendCapTokens is the research account's spend cap, in tokens.
+	simSpendCapTokens = 600
 
-	// SimOpenAIKey and SimAnthropicKey are the keys of the simulated
+	// simOpenAIKey and simAnthropicKey are the keys of the simulated
 	// accounts "main" (OpenAI) and "research" (Anthropic).
-	SimOpenAIKey    = "sim-openai-main"
-	SimAnthropicKey = "sim-anthropic-research"
+	simOpenAIKey    = "sim-openai-main"
+	simAnthropicKey = "sim-anthropic-research"
 )
 
-// DefaultSimConfig is the simulated provider the worker runs when no API key
-// is set (and the demo always runs):
+// defaultSimConfig is the simulated provider the command runs when no API
+// key is set (and the demo always runs):
 //
 //	model                    provider   limits (per account)                     notes
 //	gpt-4o-mini              openai     60 RPM, 200k TPM                         the tight primary
@@ -47,27 +49,27 @@ const (
 //
 // Answers take 150–400 ms. Buckets start full and refill continuously over a
 // minute, as the providers' do.
-func DefaultSimConfig() llmsim.Config {
+func defaultSimConfig() llmsim.Config {
 	return llmsim.Config{
 		Models: []llmsim.Model{
-			{Provider: llmsim.OpenAI, Name: SimPrimary, RequestsPerMinute: 60, TokensPerMinute: 200_000},
-			{Provider: llmsim.OpenAI, Name: SimBackup, RequestsPerMinute: 600, TokensPerMinute: 2_000_000},
-			{Provider: llmsim.OpenAI, Name: SimFlaky, RequestsPerMinute: 600, TokensPerMinute: 2_000_000},
-			{Provider: llmsim.Anthropic, Name: SimCapped, RequestsPerMinute: 600, InputTokensPerMinute: 1_000_000, OutputTokensPerMinute: 400_000},
+			{Provider: llmsim.OpenAI, Name: simPrimary, RequestsPerMinute: 60, TokensPerMinute: 200_000},
+			{Provider: llmsim.OpenAI, Name: simBackup, RequestsPerMinute: 600, TokensPerMinute: 2_000_000},
+			{Provider: llmsim.OpenAI, Name: simFlaky, RequestsPerMinute: 600, TokensPerMinute: 2_000_000},
+			{Provider: llmsim.Anthropic, Name: simCapped, RequestsPerMinute: 600, InputTokensPerMinute: 1_000_000, OutputTokensPerMinute: 400_000},
 		},
 		Accounts: []llmsim.Account{
-			{Name: "main", APIKey: SimOpenAIKey},
-			{Name: "research", APIKey: SimAnthropicKey, SpendCapTokens: SimSpendCapTokens},
+			{Name: "main", APIKey: simOpenAIKey},
+			{Name: "research", APIKey: simAnthropicKey, SpendCapTokens: simSpendCapTokens},
 		},
 		Latency: llmsim.Latency{Fixed: 150 * time.Millisecond, Jitter: 250 * time.Millisecond},
 		Seed:    1,
 	}
 }
 
-// DefaultPoliciesYAML is the policies file the worker uses with the
+// defaultPoliciesYAML is the policies file the command uses with the
 // simulator when POLICIES is empty: each model's limits as llmsim enforces
 // them, less 5% headroom on the primary, and the fallback chains.
-const DefaultPoliciesYAML = `policies:
+const defaultPoliciesYAML = `policies:
   - provider: openai
     model: gpt-4o-mini
     limits: {requests_per_minute: 60, tokens_per_minute: 200000}
@@ -86,27 +88,25 @@ const DefaultPoliciesYAML = `policies:
     fallbacks: [openai/gpt-4o]
 `
 
-// DefaultBudgets returns DefaultPoliciesYAML parsed.
-func DefaultBudgets() Budgets {
-	b, err := ParsePolicies([]byte(DefaultPoliciesYAML))
+// defaultBudgets returns defaultPoliciesYAML parsed.
+func defaultBudgets() worker.Budgets {
+	b, err := worker.ParsePolicies([]byte(defaultPoliciesYAML))
 	if err != nil {
-		panic("worker: DefaultPoliciesYAML is invalid: " + err.Error()) // programmer error
+		panic("worker: defaultPoliciesYAML is invalid: " + err.Error()) // programmer error
 	}
 	return b
 }
 
-// ServeSim serves the simulator profile cfg names (SIM_CONFIG, or
-// DefaultSimConfig) on cfg.SimAddress until ctx is done: one simulated
+// serveSim serves the simulator profile cfg names (SIM_CONFIG, or
+// defaultSimConfig) on cfg.SimAddress until ctx is done: one simulated
 // provider that a fleet of workers shares (give them
 // OPENAI_BASE_URL=http://ADDR/v1/, ANTHROPIC_BASE_URL=http://ADDR and keys
-// the profile accepts: SimOpenAIKey and SimAnthropicKey for the default), so
+// the profile accepts: simOpenAIKey and simAnthropicKey for the default), so
 // that the providers' limits are enforced once for the fleet, as the real
-// ones are. It returns a *ConfigError for a bad cfg, and the listener's error.
-func ServeSim(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	cfg = cfg.WithDefaults()
+// ones are. It returns a *worker.ConfigError for a bad profile, and the
+// listener's error.
+func serveSim(ctx context.Context, cfg config, logger *slog.Logger) error {
+	cfg = cfg.withDefaults()
 	profile, err := cfg.simProfile()
 	if err != nil {
 		return err
@@ -125,37 +125,37 @@ func ServeSim(ctx context.Context, cfg Config, logger *slog.Logger) error {
 }
 
 // simProfile returns the simulator profile SIM_CONFIG names, read and
-// validated by llmsim, or DefaultSimConfig when it is empty. A file that
-// cannot be used is a *ConfigError naming SIM_CONFIG.
-func (c Config) simProfile() (llmsim.Config, error) {
+// validated by llmsim, or defaultSimConfig when it is empty. A file that
+// cannot be used is a *worker.ConfigError naming SIM_CONFIG.
+func (c config) simProfile() (llmsim.Config, error) {
 	if c.SimConfig == "" {
-		return DefaultSimConfig(), nil
+		return defaultSimConfig(), nil
 	}
 	if _, err := os.Stat(c.SimConfig); err != nil {
-		return llmsim.Config{}, &ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig, Problem: "cannot be used",
+		return llmsim.Config{}, &worker.ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig, Problem: "cannot be used",
 			Fix: fmt.Sprintf("cannot read the file (%v): check the path, or leave SIM_CONFIG empty for the default profile", err), Err: err}
 	}
 	p, err := llmsim.LoadConfig(c.SimConfig)
 	if err != nil {
-		return llmsim.Config{}, &ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig, Problem: "cannot be used",
-			Fix: oneLine(err.Error()) + " (the format is llmsim.Config's; testsuite/llmsim/testdata/example.yaml is an example)", Err: err}
+		return llmsim.Config{}, &worker.ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig, Problem: "cannot be used",
+			Fix: strings.Join(strings.Fields(err.Error()), " ") + " (the format is llmsim.Config's; testsuite/llmsim/testdata/example.yaml is an example)", Err: err}
 	}
 	return p, nil
 }
 
 // simProfileName says which profile simProfile returns, for logs.
-func (c Config) simProfileName() string {
+func (c config) simProfileName() string {
 	if c.SimConfig == "" {
-		return "the default profile (worker.DefaultSimConfig)"
+		return "the default profile"
 	}
 	return "SIM_CONFIG " + c.SimConfig
 }
 
-// checkInProcessSim reports a *ConfigError when profile, served in-process,
-// would refuse the keys the worker sends it (SimOpenAIKey, SimAnthropicKey):
+// checkInProcessSim reports a *worker.ConfigError when profile, served in-process,
+// would refuse the keys the worker sends it (simOpenAIKey, simAnthropicKey):
 // a profile that lists accounts must list those keys for the providers it
 // serves.
-func (c Config) checkInProcessSim(profile llmsim.Config) error {
+func (c config) checkInProcessSim(profile llmsim.Config) error {
 	if len(profile.Accounts) == 0 {
 		return nil // any key is accepted
 	}
@@ -164,14 +164,14 @@ func (c Config) checkInProcessSim(profile llmsim.Config) error {
 		keys[a.APIKey] = true
 	}
 	for _, m := range profile.Models {
-		key := SimOpenAIKey
+		key := simOpenAIKey
 		if m.Provider == llmsim.Anthropic {
-			key = SimAnthropicKey
+			key = simAnthropicKey
 		}
 		if !keys[key] {
-			return &ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig,
+			return &worker.ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig,
 				Problem: "lists no account with the key the worker sends its in-process simulator for " + m.Provider + " (" + key + ")",
-				Fix:     fmt.Sprintf("add an account with api_key %q for OpenAI models and one with %q for Anthropic models, or list no accounts to accept any key", SimOpenAIKey, SimAnthropicKey)}
+				Fix:     fmt.Sprintf("add an account with api_key %q for OpenAI models and one with %q for Anthropic models, or list no accounts to accept any key", simOpenAIKey, simAnthropicKey)}
 		}
 	}
 	return nil
