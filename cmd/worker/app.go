@@ -6,18 +6,20 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/tollgate/tollgate/cmd/worker/internal/webui"
 	"github.com/tollgate/tollgate/internal/devserver"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
 	"github.com/tollgate/tollgate/worker"
 )
 
 // app is a running worker and the local stand-ins the command started for
-// it: an embedded Temporal server (no TEMPORAL_ADDRESS), and
+// it: an embedded Temporal server and its Web UI (no TEMPORAL_ADDRESS), and
 // the simulator (no API key). Build it with startApp and end it with stop.
 type app struct {
 	cfg     config
 	logger  *slog.Logger
 	dev     *devserver.Server // nil with TEMPORAL_ADDRESS
+	ui      *webui.Server     // nil with TEMPORAL_ADDRESS or TEMPORAL_UI_ADDRESS=off
 	sim     *llmsim.Sim       // nil with API keys
 	stopSim context.CancelFunc
 	w       *worker.Worker
@@ -95,7 +97,8 @@ func (c config) budgets(logger *slog.Logger) (worker.Budgets, error) {
 	return worker.Budgets{}, nil // worker.Start warns that calls run ungoverned
 }
 
-// startTemporal starts the embedded Temporal server.
+// startTemporal starts the embedded Temporal server and, unless
+// TEMPORAL_UI_ADDRESS is off, the Web UI on it.
 func (a *app) startTemporal() error {
 	cfg := a.cfg
 	dev, err := devserver.Start(devserver.Options{Address: cfg.EmbeddedAddress, Namespace: cfg.Namespace})
@@ -104,7 +107,26 @@ func (a *app) startTemporal() error {
 	}
 	a.dev = dev
 	a.logger.Info("temporal: embedded server (TEMPORAL_ADDRESS is empty; SQLite in memory, history is lost on exit)", "address", dev.Address(), "namespace", cfg.Namespace)
+	if cfg.UIAddress == "off" {
+		a.logger.Info("temporal ui: off (TEMPORAL_UI_ADDRESS=off)")
+		return nil
+	}
+	ui, err := webui.Start(webui.Options{Address: cfg.UIAddress, TemporalAddress: dev.Address(), Namespace: cfg.Namespace})
+	if err != nil {
+		return fmt.Errorf("worker: Temporal UI on TEMPORAL_UI_ADDRESS (-temporal-ui-address) %s: %w (set it to a free address, or off)", cfg.UIAddress, err)
+	}
+	a.ui = ui
+	a.logger.Info("temporal ui: serving the embedded server's workflows", "url", a.uiURL())
 	return nil
+}
+
+// uiURL returns the Web UI's page of the namespace's workflows, or "" when
+// no UI is served.
+func (a *app) uiURL() string {
+	if a.ui == nil {
+		return ""
+	}
+	return a.ui.URL() + "/namespaces/" + a.cfg.Namespace + "/workflows"
 }
 
 // startSim serves the simulator profile in-process on SIM_ADDRESS and
@@ -140,6 +162,9 @@ func (a *app) stop() {
 	}
 	if a.stopSim != nil {
 		a.stopSim()
+	}
+	if a.ui != nil {
+		a.ui.Stop()
 	}
 	if a.dev != nil {
 		a.dev.Stop()

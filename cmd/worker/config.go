@@ -14,6 +14,9 @@ const (
 	// defaultEmbeddedAddress is where the embedded Temporal server listens
 	// when TEMPORAL_ADDRESS is empty: Temporal's usual port, on loopback.
 	defaultEmbeddedAddress = "127.0.0.1:7233"
+	// defaultUIAddress is where the Temporal Web UI is served beside the
+	// embedded server: the port `temporal server start-dev` uses.
+	defaultUIAddress = "127.0.0.1:8233"
 	// defaultSimAddress is where the simulator listens: a free loopback
 	// port in-process, a fixed one for `worker sim` only when set.
 	defaultSimAddress = "127.0.0.1:0"
@@ -21,7 +24,7 @@ const (
 
 // config is the command's configuration: the library's worker.Config, and
 // the settings of what the command itself runs beside it (the embedded
-// Temporal server and the simulator), read from the same
+// Temporal server, its Web UI and the simulator), read from the same
 // environment and command line.
 type config struct {
 	worker.Config
@@ -29,6 +32,9 @@ type config struct {
 	// server listens when TEMPORAL_ADDRESS is empty. Default
 	// defaultEmbeddedAddress; tests use "127.0.0.1:0" for a free port.
 	EmbeddedAddress string
+	// UIAddress (TEMPORAL_UI_ADDRESS) is where the Temporal Web UI is served
+	// beside the embedded server, or "off". Default defaultUIAddress.
+	UIAddress string
 	// SimAddress (SIM_ADDRESS) is where the simulator listens, in-process
 	// or for `worker sim`. Default defaultSimAddress.
 	SimAddress string
@@ -46,6 +52,8 @@ func loadConfig(args []string, getenv func(string) string, out io.Writer) (confi
 	wc, err := worker.LoadConfig(args, getenv, out,
 		worker.Setting{Env: "TEMPORAL_EMBEDDED_ADDRESS", Value: &c.EmbeddedAddress,
 			Usage: "listen address of the embedded Temporal server, used when TEMPORAL_ADDRESS is empty (default " + defaultEmbeddedAddress + ")"},
+		worker.Setting{Env: "TEMPORAL_UI_ADDRESS", Value: &c.UIAddress,
+			Usage: "listen address of the Temporal Web UI beside the embedded server, or off (default " + defaultUIAddress + ")"},
 		worker.Setting{Env: "SIM_ADDRESS", Value: &c.SimAddress,
 			Usage: "listen address of the simulator, in-process or for sim (default " + defaultSimAddress + ")"},
 		worker.Setting{Env: "SIM_CONFIG", Value: &c.SimConfig,
@@ -72,6 +80,9 @@ func (c config) withDefaults() config {
 	if c.EmbeddedAddress == "" {
 		c.EmbeddedAddress = defaultEmbeddedAddress
 	}
+	if c.UIAddress == "" {
+		c.UIAddress = defaultUIAddress
+	}
 	if c.SimAddress == "" {
 		c.SimAddress = defaultSimAddress
 	}
@@ -81,16 +92,23 @@ func (c config) withDefaults() config {
 // validate reports a *worker.ConfigError naming the first bad setting of
 // the command's own, or nil. It reads the simulator profile file.
 func (c config) validate() error {
-	for _, a := range []struct{ env, v string }{
-		{"TEMPORAL_EMBEDDED_ADDRESS", c.EmbeddedAddress},
-		{"SIM_ADDRESS", c.SimAddress},
+	for _, a := range []struct {
+		env, v string
+		offOK  bool
+	}{
+		{"TEMPORAL_EMBEDDED_ADDRESS", c.EmbeddedAddress, false},
+		{"TEMPORAL_UI_ADDRESS", c.UIAddress, true},
+		{"SIM_ADDRESS", c.SimAddress, false},
 	} {
-		if a.v == "" {
+		if a.v == "" || (a.offOK && a.v == "off") {
 			continue
 		}
 		if err := checkHostPort(a.v); err != nil {
-			return &worker.ConfigError{Env: a.env, Value: a.v, Problem: "is not host:port",
-				Fix: `use e.g. "127.0.0.1:7233" ("127.0.0.1:0" for a free port)`, Err: err}
+			fix := `use e.g. "127.0.0.1:7233" ("127.0.0.1:0" for a free port)`
+			if a.offOK {
+				fix = `use e.g. "127.0.0.1:8233" ("0.0.0.0:8233" to be reached from other hosts), or "off"`
+			}
+			return &worker.ConfigError{Env: a.env, Value: a.v, Problem: "is not host:port", Fix: fix, Err: err}
 		}
 	}
 	if c.SimConfig != "" {

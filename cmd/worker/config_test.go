@@ -20,17 +20,19 @@ func TestLoadConfigDefaults(t *testing.T) {
 	cfg, err := loadConfig(nil, envOf(nil), io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, defaultEmbeddedAddress, cfg.EmbeddedAddress)
+	require.Equal(t, defaultUIAddress, cfg.UIAddress)
 	require.Equal(t, defaultSimAddress, cfg.SimAddress)
 	require.Equal(t, worker.DefaultTaskQueue, cfg.TaskQueue, "the library's defaults are filled in too")
 	require.True(t, cfg.simulated())
 }
 
 func TestLoadConfigReadsTheCommandsSettings(t *testing.T) {
-	cfg, err := loadConfig([]string{"-sim-address", "127.0.0.1:8089"},
-		envOf(map[string]string{"SIM_ADDRESS": "0.0.0.0:8089", "TEMPORAL_EMBEDDED_ADDRESS": "127.0.0.1:0", "OPENAI_API_KEY": "sk-1"}), io.Discard)
+	cfg, err := loadConfig([]string{"-temporal-ui-address", "off", "-sim-address", "127.0.0.1:8089"},
+		envOf(map[string]string{"TEMPORAL_UI_ADDRESS": "0.0.0.0:8233", "TEMPORAL_EMBEDDED_ADDRESS": "127.0.0.1:0", "OPENAI_API_KEY": "sk-1"}), io.Discard)
 	require.NoError(t, err)
-	require.Equal(t, "127.0.0.1:8089", cfg.SimAddress, "the flag wins")
+	require.Equal(t, "off", cfg.UIAddress, "the flag wins")
 	require.Equal(t, "127.0.0.1:0", cfg.EmbeddedAddress)
+	require.Equal(t, "127.0.0.1:8089", cfg.SimAddress)
 	require.False(t, cfg.simulated())
 }
 
@@ -51,6 +53,10 @@ func TestLoadConfigRejectsEachBadSetting(t *testing.T) {
 	}{
 		{"embedded address with a bad port", nil, []string{"-temporal-embedded-address", "127.0.0.1:99999"},
 			"TEMPORAL_EMBEDDED_ADDRESS", "-temporal-embedded-address", "is not host:port", "127.0.0.1:7233"},
+		{"ui address without a port", map[string]string{"TEMPORAL_UI_ADDRESS": "localhost"}, nil,
+			"TEMPORAL_UI_ADDRESS", "-temporal-ui-address", "is not host:port", `or "off"`},
+		{"ui address with a bad port", nil, []string{"-temporal-ui-address", ":http"},
+			"TEMPORAL_UI_ADDRESS", "-temporal-ui-address", "is not host:port", "127.0.0.1:8233"},
 		{"sim address without port", map[string]string{"SIM_ADDRESS": "localhost"}, nil,
 			"SIM_ADDRESS", "-sim-address", "is not host:port", "127.0.0.1"},
 		{"sim config missing", map[string]string{"SIM_CONFIG": filepath.Join(dir, "nope.yaml")}, nil,

@@ -120,6 +120,9 @@ func runDemo(ctx context.Context, cfg config, p plan, out, errOut io.Writer, tty
 		return 1
 	}
 	defer a.stop()
+	if u := a.uiURL(); u != "" {
+		fmt.Fprintf(out, "Temporal UI: %s (the agents' workflows, each refusal's scheduled retry, the fallback children)\n", u)
+	}
 	w, sim := a.w, a.sim
 	// From here on the status block is the output: nothing is logged (the
 	// SDK logs every retried attempt at error level, and each retry here is

@@ -26,7 +26,7 @@ func TestDemoSmallWorkload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a workload for about ten seconds")
 	}
-	cfg := config{Config: worker.Config{MetricsAddr: "off", TaskQueue: "demo-test"}, EmbeddedAddress: "127.0.0.1:0"}
+	cfg := config{Config: worker.Config{MetricsAddr: "off", TaskQueue: "demo-test"}, EmbeddedAddress: "127.0.0.1:0", UIAddress: "127.0.0.1:0"}
 	p := plan{Primary: 4, Flaky: 2, FlakyAfter: 1, Capped: 6, Turns: 2, MaxOutputTokens: 128, Timeout: 2 * time.Minute}
 	var out, errOut bytes.Buffer
 	code := runDemo(context.Background(), cfg, p, &out, &errOut, false)
@@ -39,6 +39,7 @@ func TestDemoSmallWorkload(t *testing.T) {
 	require.NotEqual(t, "0", m[5], "fallbacks")
 	require.NotEqual(t, "0", m[6], "spend caps")
 	require.Contains(t, out.String(), "demo: t=", "plain progress lines when stdout is not a terminal")
+	require.Regexp(t, `^Temporal UI: http://127\.0\.0\.1:\d+/namespaces/default/workflows `, lines[0], "the UI's address comes first")
 }
 
 // The verdict names each way a run departs from the design.

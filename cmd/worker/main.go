@@ -8,12 +8,13 @@
 //
 // Configuration comes from environment variables and flags of the same name
 // (TEMPORAL_ADDRESS or -temporal-address; flags win); run with -h for the
-// list. With none at all it starts an embedded Temporal server, the memory
-// store and a simulated provider, and says so.
+// list. With none at all it starts an embedded Temporal server with the
+// Temporal Web UI on http://127.0.0.1:8233, the memory store and a simulated
+// provider, and says so.
 //
 // The worker itself is package worker, a library a service's own main can
-// use instead; the embedded server, the simulator and the demo's view are
-// this command's alone.
+// use instead; the embedded server, its UI, the simulator and the demo's
+// view are this command's alone.
 package main
 
 import (

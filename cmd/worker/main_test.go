@@ -21,8 +21,8 @@ import (
 // serve on the embedded defaults: a client runs an agent workflow through
 // it, and /metrics shows the admissions it counted.
 func TestServeOnTheEmbeddedDefaults(t *testing.T) {
-	temporalAddr, metricsAddr := testnet.FreeAddr(t), testnet.FreeAddr(t)
-	env := map[string]string{"TEMPORAL_EMBEDDED_ADDRESS": temporalAddr, "METRICS_ADDR": metricsAddr, "TASK_QUEUE": "serve-test"}
+	temporalAddr, metricsAddr, uiAddr := testnet.FreeAddr(t), testnet.FreeAddr(t), testnet.FreeAddr(t)
+	env := map[string]string{"TEMPORAL_EMBEDDED_ADDRESS": temporalAddr, "METRICS_ADDR": metricsAddr, "TEMPORAL_UI_ADDRESS": uiAddr, "TASK_QUEUE": "serve-test"}
 	ctx, cancel := context.WithCancel(context.Background())
 	var logs syncbuf.Buffer
 	exit := make(chan int, 1)
@@ -49,9 +49,14 @@ func TestServeOnTheEmbeddedDefaults(t *testing.T) {
 	defer c.Close()
 
 	out := logs.String()
-	for _, says := range []string{"temporal: embedded server", "quota store: process memory", "providers: simulated by llmsim", "metrics: Prometheus endpoint"} {
+	for _, says := range []string{"temporal: embedded server", "temporal ui: serving", "quota store: process memory", "providers: simulated by llmsim", "metrics: Prometheus endpoint"} {
 		require.Contains(t, out, says, "the logs say which parts are embedded or simulated")
 	}
+	require.Contains(t, out, "url=http://"+uiAddr+"/namespaces/default/workflows", "the UI's URL is logged")
+	ui, err := http.Get("http://" + uiAddr + "/")
+	require.NoError(t, err)
+	ui.Body.Close()
+	require.Equal(t, http.StatusOK, ui.StatusCode, "the Temporal UI answers beside the embedded server")
 
 	runCtx, stop := context.WithTimeout(context.Background(), time.Minute)
 	defer stop()

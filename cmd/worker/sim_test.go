@@ -46,7 +46,7 @@ func TestStartServesSIMConfigInProcess(t *testing.T) {
 	policies := writeFile(t, "policies.yaml", "policies:\n  - provider: openai\n    model: sim-test-model\n    limits: {requests_per_minute: 10}\n")
 	a, err := startApp(context.Background(), config{
 		Config:          worker.Config{MetricsAddr: "off", TaskQueue: "sim-config-test", Policies: policies},
-		EmbeddedAddress: "127.0.0.1:0", SimConfig: profile,
+		EmbeddedAddress: "127.0.0.1:0", UIAddress: "off", SimConfig: profile,
 	}, quietLogger())
 	require.NoError(t, err)
 	defer a.stop()
