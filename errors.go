@@ -3,6 +3,7 @@ package tollgate
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,11 +139,8 @@ func (t Target) String() string {
 // ParseTarget parses "provider/model" or "provider/account/model".
 func ParseTarget(s string) (Target, error) {
 	parts := strings.Split(s, "/")
-	for _, p := range parts {
-		if p == "" {
-			parts = nil
-			break
-		}
+	if slices.Contains(parts, "") {
+		parts = nil
 	}
 	switch len(parts) {
 	case 2:
