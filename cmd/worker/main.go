@@ -30,6 +30,7 @@ import (
 	"syscall"
 
 	goredis "github.com/redis/go-redis/v9"
+	"golang.org/x/term"
 
 	"github.com/tollgate/tollgate/worker"
 )
@@ -130,13 +131,10 @@ func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 	l.logger.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
 }
 
-// isTerminal reports whether w is a character device (a terminal), where the
-// demo redraws its status block in place.
+// isTerminal reports whether w is a terminal, where the demo redraws its
+// status block in place. (A character device is not enough: /dev/null is
+// one.)
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -196,4 +197,19 @@ func TestSimServesTheDefaultProfile(t *testing.T) {
 		return true
 	}, 10*time.Second, 50*time.Millisecond)
 	require.Equal(t, http.StatusOK, status)
+}
+
+// Output to a file, a pipe or /dev/null (a character device, but no
+// terminal) gets plain progress lines, not redraws.
+func TestIsTerminalOnlyForATerminal(t *testing.T) {
+	require.False(t, isTerminal(&bytes.Buffer{}))
+	null, err := os.Open(os.DevNull)
+	require.NoError(t, err)
+	defer null.Close()
+	require.False(t, isTerminal(null))
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	require.False(t, isTerminal(w))
 }

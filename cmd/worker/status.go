@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -121,22 +122,9 @@ func bar(available float64, capacity int64, width int) string {
 		return ""
 	}
 	frac := available / float64(capacity)
-	mark := byte('#')
 	if frac < 0 {
-		frac, mark = 0, '!'
+		return "[!" + strings.Repeat(".", width-1) + "]"
 	}
-	frac = min(frac, 1)
-	n := int(frac*float64(width) + 0.5)
-	b := make([]byte, 0, width+2)
-	b = append(b, '[')
-	for i := range width {
-		if i < n {
-			b = append(b, '#')
-		} else if mark == '!' && i == 0 {
-			b = append(b, '!')
-		} else {
-			b = append(b, '.')
-		}
-	}
-	return string(append(b, ']'))
+	n := int(min(frac, 1)*float64(width) + 0.5)
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
 }

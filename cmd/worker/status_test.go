@@ -68,3 +68,23 @@ func available(t *testing.T, table, key, axis string, capacity int) float64 {
 	require.NoError(t, err)
 	return v
 }
+
+func TestBar(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		available float64
+		capacity  int64
+		want      string
+	}{
+		{"full", 57, 57, "[##########]"},
+		{"half, rounded", 28.6, 57, "[#####.....]"},
+		{"over capacity", 80, 57, "[##########]"},
+		{"empty", 0, 57, "[..........]"},
+		{"queued: negative", -3, 57, "[!.........]"},
+		{"no capacity", 5, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, bar(tc.available, tc.capacity, 10))
+		})
+	}
+}
