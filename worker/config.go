@@ -69,8 +69,9 @@ type Config struct {
 	WaitInWorkflow bool
 
 	// Policies (POLICIES) is the path of a YAML policies file (see
-	// ParsePolicies). Empty uses DefaultPolicies when the simulator runs,
-	// and no policies (calls run ungoverned, with a warning) otherwise.
+	// ParsePolicies), which Run loads. Empty governs nothing: calls run
+	// ungoverned, with a warning. (cmd/worker uses its simulator's policies
+	// when it runs one.)
 	Policies string
 
 	// OpenAIAPIKey (OPENAI_API_KEY) and AnthropicAPIKey (ANTHROPIC_API_KEY)
