@@ -25,7 +25,6 @@ type Worker struct {
 	logger  *slog.Logger
 	budgets Budgets
 	tel     *telemetry
-	address string // the Temporal frontend dialled
 	client  client.Client
 	worker  sdkworker.Worker
 	ic      *interceptor.WorkerInterceptor
@@ -133,7 +132,6 @@ func (w *Worker) dial() error {
 		addr = DefaultTemporalAddress
 	}
 	w.logger.Info("temporal: server", "address", addr, "namespace", cfg.Namespace)
-	w.address = addr
 	tracing, err := w.tel.tracing()
 	if err != nil {
 		return fmt.Errorf("worker: tracing interceptor: %w", err)
@@ -204,10 +202,6 @@ func (w *Worker) Stop() {
 // Client returns the worker's Temporal client, for starting workflows on
 // its task queue. Do not close it; Stop does.
 func (w *Worker) Client() client.Client { return w.client }
-
-// TemporalAddress returns the host:port of the Temporal frontend the worker
-// dialled: TEMPORAL_ADDRESS, or DefaultTemporalAddress.
-func (w *Worker) TemporalAddress() string { return w.address }
 
 // Config returns the configuration the worker runs with, defaults filled in.
 func (w *Worker) Config() Config { return w.cfg }
