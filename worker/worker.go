@@ -38,11 +38,17 @@ type Worker struct {
 // governs nothing, and Start warns so), and a Temporal worker on
 // cfg.TaskQueue with Tollgate's interceptor, the LLM activities (for the
 // providers whose keys cfg sets) and the agent workflows registered. It
-// logs, through logger, which parts it uses; no secret is logged. On error,
-// whatever had started is stopped again.
+// logs, through logger, which parts it uses; no secret is logged. It
+// returns Validate's error, a *ConfigError when no provider key is set, and
+// the error of the first part that fails to start; whatever had started is
+// stopped again.
 func Start(ctx context.Context, cfg Config, b Budgets, logger *slog.Logger) (w *Worker, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if !cfg.HasProviderKey() {
+		return nil, &ConfigError{Env: "OPENAI_API_KEY", Problem: "is empty, and so is ANTHROPIC_API_KEY",
+			Fix: "set the API key of at least one provider (cmd/worker runs its simulator when none is set)"}
 	}
 	cfg = cfg.WithDefaults()
 	w = &Worker{cfg: cfg, logger: logger, budgets: b}
@@ -55,9 +61,6 @@ func Start(ctx context.Context, cfg Config, b Budgets, logger *slog.Logger) (w *
 
 	if len(b.Policies.Keys()) == 0 {
 		logger.Warn("policies: none: calls run ungoverned; set POLICIES to a policies file with your providers' limits")
-	}
-	if !cfg.HasProviderKey() {
-		logger.Warn("providers: no API key is set: every call will fail; set OPENAI_API_KEY or ANTHROPIC_API_KEY")
 	}
 	if w.tel, err = newTelemetry(ctx, cfg, logger); err != nil {
 		return w, err
