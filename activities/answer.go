@@ -27,8 +27,9 @@ func openAIAnswer(req Request, c *openai.ChatCompletion, raw *http.Response) (Re
 		Provider:     OpenAI,
 		Model:        c.Model,
 		RequestID:    header(raw, requestIDHeader(OpenAI)),
-		// OpenAI's tokens-per-minute limit keeps the up-front estimate.
-		RateLimitTokens: EstimateOpenAI(req.Characters(), req.MaxOutputTokens).Tokens,
+		// OpenAI's tokens-per-minute limit keeps its up-front estimate:
+		// max_tokens or the prompt, as OpenAI counts the prompt.
+		RateLimitTokens: max(req.MaxOutputTokens, c.Usage.PromptTokens),
 	}, nil
 }
 

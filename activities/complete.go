@@ -29,6 +29,17 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 // Complete runs req on its provider: OpenAI through Chat Completions,
 // Anthropic through Messages, with the SDK's retries off.
 //
+// It streams (the SDKs' streaming APIs, assembled into the same Response)
+// when req.Stream is set, and for Anthropic also when the SDK would refuse
+// the call without streaming: max_tokens implying more than ten minutes
+// (about 21,000 tokens, fewer for some models) with no request timeout
+// configured. Inside an activity it heartbeats while the call runs, a
+// Progress with the tokens so far as a stream's events arrive, so that a
+// HeartbeatTimeout detects a lost worker; a stream that sends nothing for
+// the HeartbeatTimeout is cut and fails with a *StallError (a transient
+// timeout). A stream that breaks off after the provider began to answer
+// fails with a *StreamError carrying the usage so far.
+//
 // A request that can never succeed (an invalid field, a provider this worker
 // has no config for) fails with a non-retryable *temporal.ApplicationError of
 // type tollgate.InvalidRequest or tollgate.ProviderNotConfigured. A provider or
@@ -47,11 +58,13 @@ func (a *Activities) Complete(ctx context.Context, req Request) (Response, error
 		resp Response
 		err  error
 	)
+	p := startPulse(ctx)
+	defer p.stop()
 	switch {
 	case req.Provider == OpenAI && a.openai != nil:
-		resp, err = a.completeOpenAI(ctx, req)
+		resp, err = a.completeOpenAI(ctx, req, p)
 	case req.Provider == Anthropic && a.anthropic != nil:
-		resp, err = a.completeAnthropic(ctx, req)
+		resp, err = a.completeAnthropic(ctx, req, p)
 	default:
 		err := invalid("request.provider", req.Provider, "is not configured on this worker",
 			"set config."+req.Provider+".api_key on the worker, or send the request to a worker that has it")
@@ -70,7 +83,7 @@ func (a *Activities) Complete(ctx context.Context, req Request) (Response, error
 	return resp, err
 }
 
-func (a *Activities) completeOpenAI(ctx context.Context, req Request) (Response, error) {
+func (a *Activities) completeOpenAI(ctx context.Context, req Request, p *pulse) (Response, error) {
 	msgs := make([]openai.ChatCompletionMessageParamUnion, 0, len(req.Messages)+1)
 	if req.System != "" {
 		msgs = append(msgs, openai.SystemMessage(req.System))
@@ -90,6 +103,9 @@ func (a *Activities) completeOpenAI(ctx context.Context, req Request) (Response,
 	if req.Temperature != nil {
 		params.Temperature = openai.Float(*req.Temperature)
 	}
+	if req.Stream {
+		return a.streamOpenAI(ctx, req, params, p)
+	}
 	var raw *http.Response
 	c, err := a.openai.New(ctx, params, openaioption.WithResponseInto(&raw))
 	if err != nil {
@@ -98,7 +114,7 @@ func (a *Activities) completeOpenAI(ctx context.Context, req Request) (Response,
 	return openAIAnswer(req, c, raw)
 }
 
-func (a *Activities) completeAnthropic(ctx context.Context, req Request) (Response, error) {
+func (a *Activities) completeAnthropic(ctx context.Context, req Request, p *pulse) (Response, error) {
 	params := anthropic.MessageNewParams{
 		Model:     anthropic.Model(req.Model),
 		MaxTokens: req.MaxOutputTokens,
@@ -114,12 +130,16 @@ func (a *Activities) completeAnthropic(ctx context.Context, req Request) (Respon
 			params.Messages = append(params.Messages, anthropic.NewUserMessage(anthropic.NewTextBlock(m.Content)))
 		}
 	}
-	var raw *http.Response
-	opts := []anthropicoption.RequestOption{anthropicoption.WithResponseInto(&raw)}
+	var opts []anthropicoption.RequestOption
 	if req.Temperature != nil {
 		// The SDK no longer models temperature; the API still reads it.
 		opts = append(opts, anthropicoption.WithJSONSet("temperature", *req.Temperature))
 	}
+	if req.Stream || anthropicNeedsStream(req, a.anthropic.Messages.Options) {
+		return a.streamAnthropic(ctx, req, params, opts, p)
+	}
+	var raw *http.Response
+	opts = append(opts, anthropicoption.WithResponseInto(&raw))
 	msg, err := a.anthropic.Messages.New(ctx, params, opts...)
 	if err != nil {
 		return Response{}, callError(req, raw, err)

@@ -87,11 +87,13 @@ func TestCompleteSuccess(t *testing.T) {
 			"x-ratelimit-reset-tokens":       "1s",
 		}, quota.Observation{Axis: quota.Requests, Limit: 60, Remaining: 59, Reset: time.Second}},
 		{"anthropic", chat(Anthropic, "claude-haiku-4-5", "What is a token bucket?"), "end_turn", map[string]string{
-			"anthropic-ratelimit-requests-limit":          "50",
-			"anthropic-ratelimit-requests-remaining":      "49",
-			"anthropic-ratelimit-input-tokens-remaining":  "2990", // ceil(37/4) = 10
-			"anthropic-ratelimit-output-tokens-remaining": "1100",
-			"anthropic-ratelimit-output-tokens-reset":     "2026-03-04T05:06:12Z", // 100 tokens at 20/s
+			"anthropic-ratelimit-requests-limit":         "50",
+			"anthropic-ratelimit-requests-remaining":     "49",
+			"anthropic-ratelimit-input-tokens-remaining": "2990", // ceil(37/4) = 10
+			// max_tokens 100 is charged, the 84 the answer did not use
+			// given back when it is known, as Anthropic documents.
+			"anthropic-ratelimit-output-tokens-remaining": "1184",
+			"anthropic-ratelimit-output-tokens-reset":     "2026-03-04T05:06:08Z", // 16 tokens at 20/s
 		}, quota.Observation{Axis: quota.Requests, Limit: 50, Remaining: 49, Reset: 2 * time.Second}}, // 1.2 s, sent as a whole second
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,9 +34,12 @@ type ProviderConfig struct {
 	// http.DefaultTransport. It is copied, not modified: its Transport is
 	// wrapped to record responses into the call's classify.Recorder.
 	HTTPClient *http.Client
-	// Timeout bounds each HTTP request; zero means the SDK's default (none
-	// for OpenAI beyond the activity's context; Anthropic's computed
-	// non-streaming timeout).
+	// Timeout bounds each HTTP request, a stream's whole body included;
+	// zero means the SDK's default (none for OpenAI beyond the activity's
+	// context; Anthropic's computed non-streaming timeout). For Anthropic a
+	// non-zero Timeout lifts the SDK's refusal of non-streaming calls that
+	// may take over ten minutes, so Complete no longer streams those
+	// unless Request.Stream asks.
 	Timeout time.Duration
 	// Organization (OpenAI only) is sent as OpenAI-Organization, for a key
 	// that belongs to several organizations; empty sends none. The

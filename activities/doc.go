@@ -9,6 +9,13 @@
 // provider's limits from every call. SDK errors are returned as they are
 // (wrapped with %w), so errors.As finds *openai.Error and *anthropic.Error.
 //
+// A Request may stream (Request.Stream; an Anthropic call the SDK would
+// refuse without streaming always does): the SDKs' streaming APIs are
+// assembled into the same Response. Inside an activity, Complete heartbeats
+// while a call runs (a Progress of the tokens so far) and cuts a stream
+// silent for the activity's HeartbeatTimeout (*StallError); a stream that
+// breaks off fails with a *StreamError carrying the usage so far.
+//
 // A Request is a quota.Governed input: QuotaCharge gives its key and an
 // estimated cost from the provider's estimator (EstimateOpenAI,
 // EstimateAnthropic). A Response is a quota.Metered result: QuotaUsage gives

@@ -14,9 +14,12 @@ func EstimateTokens(characters int64) int64 {
 
 // EstimateOpenAI is what OpenAI charges a Chat Completions call against its
 // limits before running it: one request, and max(max_tokens,
-// ceil(characters/4)) tokens against tokens per minute (as OpenAI documents).
+// ceil(characters/4)) tokens against tokens per minute (as OpenAI
+// documents). InputTokens and OutputTokens are the prompt's estimate and
+// max_tokens, for input and output axes a policy may add.
 func EstimateOpenAI(characters, maxOutputTokens int64) quota.Cost {
-	return quota.Cost{Requests: 1, Tokens: max(max(maxOutputTokens, 0), EstimateTokens(characters))}
+	in, out := EstimateTokens(characters), max(maxOutputTokens, 0)
+	return quota.Cost{Requests: 1, Tokens: max(out, in), InputTokens: in, OutputTokens: out}
 }
 
 // EstimateAnthropic is what Anthropic charges a Messages call: one request,

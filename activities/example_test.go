@@ -44,7 +44,7 @@ func ExampleActivities_Complete() {
 	fmt.Println(header.Get("anthropic-ratelimit-requests-remaining"), header.Get("anthropic-ratelimit-output-tokens-remaining"))
 	// Output:
 	// end_turn 4
-	// 49 3800
+	// 49 3986
 }
 
 // The interceptor asks a governed request for its key and estimated cost.
@@ -61,5 +61,5 @@ func ExampleRequest_QuotaCharge() {
 		panic(err)
 	}
 	fmt.Println(charge.Key, charge.Cost)
-	// Output: openai/prod/gpt-4o requests=1 tokens=256
+	// Output: openai/prod/gpt-4o requests=1 tokens=256 input_tokens=11 output_tokens=256
 }

@@ -61,6 +61,14 @@ type Request struct {
 	// Priority orders the call against others on the same key; the zero
 	// value is quota.Normal.
 	Priority quota.Priority `json:"priority,omitempty"`
+	// Stream runs the call on the provider's streaming API (OpenAI Chat
+	// Completions with stream_options.include_usage, Anthropic Messages
+	// SSE): the activity heartbeats as the answer arrives and a stream
+	// silent for the activity's HeartbeatTimeout is retried. The Response
+	// is the same either way. An Anthropic call whose max_tokens the SDK
+	// would refuse without streaming (one that may take over ten minutes)
+	// streams whatever Stream says; see Activities.Complete.
+	Stream bool `json:"stream,omitempty"`
 }
 
 var _ quota.Governed = Request{}
@@ -146,7 +154,9 @@ func (r Request) QuotaCharge() (quota.Charge, error) {
 	case Anthropic:
 		cost = EstimateAnthropic(r.Characters(), r.MaxOutputTokens)
 	}
-	return quota.Charge{Key: key, Cost: cost, Priority: r.Priority}, nil
+	// The prompt's part is characters/4, which the store calibrates to
+	// what the provider's tokenizer was seen to count.
+	return quota.Charge{Key: key, Cost: cost, Priority: r.Priority, Prompt: EstimateTokens(r.Characters())}, nil
 }
 
 // WithModel returns a copy of r aimed at another provider and model (a
@@ -188,8 +198,8 @@ type Response struct {
 	RequestID string `json:"request_id,omitempty"`
 	// RateLimitTokens, when positive, is what the provider counted against
 	// its tokens-per-minute limit, where that is not the usage: OpenAI
-	// counts its up-front estimate, max(max_tokens, ceil(characters/4)),
-	// and does not correct it afterwards.
+	// counts its up-front estimate, the larger of max_tokens and the
+	// prompt's tokens, and does not correct it afterwards.
 	RateLimitTokens int64 `json:"rate_limit_tokens,omitempty"`
 }
 

@@ -31,16 +31,16 @@ func TestEstimators(t *testing.T) {
 		anthropic        quota.Cost
 	}{
 		{"max tokens dominate", 40, 100,
-			quota.Cost{Requests: 1, Tokens: 100},
+			quota.Cost{Requests: 1, Tokens: 100, InputTokens: 10, OutputTokens: 100},
 			quota.Cost{Requests: 1, Tokens: 110, InputTokens: 10, OutputTokens: 100}},
 		{"prompt dominates", 4000, 100,
-			quota.Cost{Requests: 1, Tokens: 1000},
+			quota.Cost{Requests: 1, Tokens: 1000, InputTokens: 1000, OutputTokens: 100},
 			quota.Cost{Requests: 1, Tokens: 1100, InputTokens: 1000, OutputTokens: 100}},
 		{"characters round up", 5, 1,
-			quota.Cost{Requests: 1, Tokens: 2},
+			quota.Cost{Requests: 1, Tokens: 2, InputTokens: 2, OutputTokens: 1},
 			quota.Cost{Requests: 1, Tokens: 3, InputTokens: 2, OutputTokens: 1}},
 		{"empty prompt", 0, 7,
-			quota.Cost{Requests: 1, Tokens: 7},
+			quota.Cost{Requests: 1, Tokens: 7, OutputTokens: 7},
 			quota.Cost{Requests: 1, Tokens: 7, OutputTokens: 7}},
 		{"negatives count as zero", -5, -3,
 			quota.Cost{Requests: 1},
@@ -63,8 +63,9 @@ func TestQuotaCharge(t *testing.T) {
 		c, err := validRequest(OpenAI).QuotaCharge()
 		require.NoError(t, err)
 		require.Equal(t, quota.Charge{
-			Key:  quota.Key{Provider: OpenAI, Account: "acct", Model: "m", Tenant: "t1"},
-			Cost: quota.Cost{Requests: 1, Tokens: 100},
+			Key:    quota.Key{Provider: OpenAI, Account: "acct", Model: "m", Tenant: "t1"},
+			Cost:   quota.Cost{Requests: 1, Tokens: 100, InputTokens: 5, OutputTokens: 100},
+			Prompt: 5,
 		}, c)
 	})
 	t.Run("anthropic low priority", func(t *testing.T) {
@@ -75,6 +76,7 @@ func TestQuotaCharge(t *testing.T) {
 		require.NoError(t, err)
 		// 8 + 12 + 5 = 25 chars → 7 input tokens.
 		require.Equal(t, quota.Cost{Requests: 1, Tokens: 107, InputTokens: 7, OutputTokens: 100}, c.Cost)
+		require.Equal(t, int64(7), c.Prompt, "the prompt's part, which the store calibrates")
 		require.Equal(t, quota.Low, c.Priority)
 	})
 	t.Run("bad key field", func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 )
 
 // Error classifies what a call returned, so that an activity can hand over
@@ -21,7 +22,13 @@ import (
 //   - nil is OK.
 //   - *openai.Error (openai-go v3) and *anthropic.Error (anthropic-sdk-go v2),
 //     found with errors.As anywhere in the chain, are classified like
-//     Response from their StatusCode, Response.Header and raw JSON body.
+//     Response from their StatusCode, Response.Header and raw JSON body. An
+//     error event inside a stream (Anthropic's "event: error", which the SDK
+//     returns as an *anthropic.Error of the stream's 200 answer, and
+//     openai-go's *ssestream.StreamError, a data line holding {"error": …})
+//     is classified by its body alone, like its HTTP twin: an
+//     overloaded_error is Overloaded, an insufficient_quota a SpendCap. It
+//     carries no Retry-After (its headers went out with the 200).
 //   - context.Canceled is Canceled; context.DeadlineExceeded, net timeouts,
 //     connection resets and refusals, io.ErrUnexpectedEOF, io.EOF and other
 //     *net.OpError and *net.DNSError failures are Transient, with a fixed
@@ -48,6 +55,10 @@ func (c Classifier) Error(err error, now time.Time) Verdict {
 	var ae *anthropic.Error
 	if errors.As(err, &ae) && ae != nil {
 		return c.sdkVerdict(ae.StatusCode, ae.Response, []byte(ae.RawJSON()), now)
+	}
+	var se *ssestream.StreamError
+	if errors.As(err, &se) && se != nil {
+		return c.Response(0, nil, se.Event.Data, now)
 	}
 	if class, why, ok := transportClass(err); ok {
 		return Verdict{Class: class, Retryable: class.Retryable(), Reason: why}

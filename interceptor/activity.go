@@ -38,12 +38,15 @@ func (a *activityInbound) Init(outbound interceptor.ActivityOutboundInterceptor)
 
 // call is one governed attempt.
 type call struct {
-	r     quota.Reservation
-	info  activity.Info
-	att   attempt
-	rec   classify.Recorder
-	step  *fallback.Step
-	input any
+	r quota.Reservation
+	// charged is what the store holds charged for the call: the estimate
+	// after calibration, settled as is when the call reports no usage.
+	charged quota.Cost
+	info    activity.Info
+	att     attempt
+	rec     classify.Recorder
+	step    *fallback.Step
+	input   any
 }
 
 // target names the call's provider, account and model, as escalations do.
@@ -74,8 +77,10 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		Ticket:   a.ticket(ctx, c.info),
 		Cost:     charge.Cost,
 		Priority: charge.Priority,
+		Prompt:   charge.Prompt,
 	}
 	c.att.load(ctx, a.out)
+	c.att.number = c.info.Attempt
 	ctx = context.WithValue(ctx, attemptKey{}, &c.att)
 	return a.governed(ctx, in, c)
 }
@@ -137,8 +142,16 @@ func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteA
 		return nil, a.wait(ctx, c, d)
 	}
 	a.root.counters.admitted.Add(1)
+	c.charged = d.Charged
+	if c.charged == (quota.Cost{}) { // a store that does not report it
+		c.charged = c.r.Cost
+	}
+	if err := a.countLost(ctx, c); err != nil {
+		return nil, err
+	}
 
 	res, callErr := a.run(ctx, in, c)
+	c.att.ran()
 	now := o.Clock.Now()
 	v := a.verdict(callErr, now)
 	a.settle(ctx, c, res, callErr, v, now)
@@ -155,6 +168,8 @@ func (a *activityInbound) run(ctx context.Context, in *interceptor.ExecuteActivi
 	defer func() {
 		if p := recover(); p != nil {
 			a.settle(ctx, c, nil, errPanicked, classify.Verdict{Class: classify.Unknown}, a.root.opts.Clock.Now())
+			c.att.ran()
+			c.att.saveIfHeartbeated(ctx, a.out)
 			panic(p)
 		}
 	}()
@@ -173,7 +188,12 @@ func (a *activityInbound) reserveFailed(ctx context.Context, in *interceptor.Exe
 			a.root.opts.Logger.Warn("tollgate: no policy for this key; its calls run ungoverned (logged once per key)",
 				"key", c.r.Key.String(), "activity_type", c.info.ActivityType.Name)
 		}
-		return a.Next.ExecuteActivity(ctx, in)
+		res, err := a.Next.ExecuteActivity(ctx, in)
+		c.att.ran()
+		if err != nil {
+			c.att.saveIfHeartbeated(ctx, a.out)
+		}
+		return res, err
 	case errors.Is(err, quota.ErrOversize):
 		return nil, temporal.NewNonRetryableApplicationError("tollgate: "+err.Error(), tollgate.CostExceedsCapacity, err)
 	case errors.Is(err, quota.ErrInvalid):
@@ -239,12 +259,18 @@ func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultStoreCallDeadline)
 	defer cancel()
 
-	actual := c.r.Cost
+	actual, counted := c.charged, false
+	var partial quota.Metered
 	switch {
 	case callErr == nil:
 		if m, ok := res.(quota.Metered); ok {
-			actual = m.QuotaUsage()
+			actual, counted = m.QuotaUsage(), true
 		}
+	case errors.As(callErr, &partial):
+		// The call failed part-way (a stream that broke off) and says
+		// what it had used by then: partly estimates, so nothing to
+		// calibrate from.
+		actual = partial.QuotaUsage()
 	case turnedAway(v):
 		// The provider turned the call away before doing the work: it
 		// used a request, no tokens.
@@ -255,7 +281,8 @@ func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr 
 		obs = classify.Limits(h, now)
 	}
 	start := time.Now()
-	err := o.Store.Settle(sctx, quota.Settlement{Key: c.r.Key, Ticket: c.r.Ticket, Actual: actual, Observed: obs})
+	err := o.Store.Settle(sctx, quota.Settlement{Key: c.r.Key, Ticket: c.r.Ticket, Actual: actual, Observed: obs,
+		Counted: counted, Prompt: c.r.Prompt})
 	if err != nil && !errors.Is(err, quota.ErrUnknownTicket) {
 		o.Logger.Warn("tollgate: settle failed", "key", c.r.Key.String(), "error", err)
 	}
@@ -316,6 +343,7 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 			tollgate.Transient, temporal.ApplicationErrorOptions{NextRetryDelay: max(wait, minNextRetryDelay), Cause: callErr})
 
 	case classify.Canceled, classify.Unknown:
+		c.att.saveIfHeartbeated(ctx, a.out)
 		return callErr
 	}
 	return temporal.NewNonRetryableApplicationError(

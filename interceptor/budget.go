@@ -19,8 +19,16 @@ type budget struct {
 	Marker string `json:"tollgate_budget"`
 	// RateLimited counts provider rate-limit and overload answers.
 	RateLimited int `json:"rate_limited"`
-	// Transient counts transport failures and 5xx answers.
+	// Transient counts transport failures and 5xx answers, and attempts
+	// lost without an answer (see Running).
 	Transient int `json:"transient"`
+	// Running is the attempt whose activity recorded this budget with a
+	// heartbeat of its own, while it ran; 0 once the attempt ended through
+	// the interceptor, which records the budget again. An attempt that
+	// finds an earlier attempt's number here knows that one was lost: its
+	// worker died or stopped heartbeating and the server timed it out,
+	// with nobody left to count it.
+	Running int32 `json:"running,omitempty"`
 }
 
 const budgetMarker = "v1"
@@ -40,6 +48,10 @@ type attempt struct {
 	// inherited is how many details the activity itself left in the
 	// previous attempt: what activity.GetHeartbeatDetails may read.
 	inherited int
+	// number is this attempt's number (activity.Info.Attempt).
+	number int32
+	// heartbeated: the activity recorded heartbeats in this attempt.
+	heartbeated bool
 }
 
 type attemptKey struct{}
@@ -125,8 +137,30 @@ func (o *activityOutbound) RecordHeartbeat(ctx context.Context, details ...any) 
 	}
 	a.mu.Lock()
 	a.user = append(a.user[:0:0], details...)
+	a.budget.Running, a.heartbeated = a.number, true
 	a.mu.Unlock()
 	a.save(ctx, o.Next)
+}
+
+// ran marks the activity's run over: the budget no longer names a running
+// attempt. It is recorded with the interceptor's next save, or by
+// saveIfHeartbeated where none follows.
+func (a *attempt) ran() {
+	a.mu.Lock()
+	a.budget.Running = 0
+	a.mu.Unlock()
+}
+
+// saveIfHeartbeated records the budget when the activity heartbeated in
+// this attempt, so its last heartbeat (naming this attempt as running) is
+// not what the next attempt reads, and taken for a lost attempt.
+func (a *attempt) saveIfHeartbeated(ctx context.Context, out interceptor.ActivityOutboundInterceptor) {
+	a.mu.Lock()
+	h := a.heartbeated
+	a.mu.Unlock()
+	if h {
+		a.save(ctx, out)
+	}
 }
 
 func (o *activityOutbound) HasHeartbeatDetails(ctx context.Context) bool {

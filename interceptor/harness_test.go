@@ -33,6 +33,11 @@ import (
 var server *devserver.Server
 
 func TestMain(m *testing.M) {
+	if os.Getenv(lostWorkerEnv) != "" {
+		// This process is the worker that
+		// TestWorkerLostMidStreamRetriesWithinHeartbeatTimeout kills.
+		os.Exit(lostWorker())
+	}
 	s, err := devserver.Start(devserver.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

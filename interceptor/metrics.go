@@ -32,15 +32,19 @@ type Stats struct {
 	Fallbacks int64
 	// SpendCapped: spend-cap and daily-quota answers.
 	SpendCapped int64
-	// Transient: transport failures and 5xx answers.
+	// Transient: transport failures and 5xx answers, and lost attempts.
 	Transient int64
+	// LostAttempts: attempts found lost by the next attempt (their worker
+	// died or stopped heartbeating, and the server timed them out), counted
+	// against the transient budget.
+	LostAttempts int64
 	// Ungoverned: governed-looking attempts run without admission because
 	// the store has no policy for their key.
 	Ungoverned int64
 }
 
 type counters struct {
-	admitted, queued, refused, waitedInWorkflow, rateLimited, escalations, fallbacks, spendCapped, transient, ungoverned atomic.Int64
+	admitted, queued, refused, waitedInWorkflow, rateLimited, escalations, fallbacks, spendCapped, transient, lost, ungoverned atomic.Int64
 }
 
 func (c *counters) snapshot() Stats {
@@ -54,6 +58,7 @@ func (c *counters) snapshot() Stats {
 		Fallbacks:           c.fallbacks.Load(),
 		SpendCapped:         c.spendCapped.Load(),
 		Transient:           c.transient.Load(),
+		LostAttempts:        c.lost.Load(),
 		Ungoverned:          c.ungoverned.Load(),
 	}
 }
@@ -96,7 +101,7 @@ func newInstruments(m metric.Meter, on bool) (*instruments, error) {
 		return nil, err
 	}
 	if ins.provider, err = m.Int64Counter(MetricProvider,
-		metric.WithDescription("Provider answers by class (ok, rate_limited, overloaded, spend_cap, …).")); err != nil {
+		metric.WithDescription("Provider answers by class (ok, rate_limited, overloaded, spend_cap, …; lost: an attempt lost with its worker before it answered).")); err != nil {
 		return nil, err
 	}
 	if ins.escalations, err = m.Int64Counter(MetricEscalations,

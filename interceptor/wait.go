@@ -29,6 +29,7 @@ type placeInput struct {
 	Ticket   string
 	Cost     quota.Cost
 	Priority quota.Priority
+	Prompt   int64 `json:",omitempty"`
 }
 
 // placeResult is the store's answer.
@@ -41,7 +42,7 @@ type placeResult struct {
 // reservePlace is the local activity behind Options.WaitInWorkflow.
 func (w *WorkerInterceptor) reservePlace(ctx context.Context, in placeInput) (placeResult, error) {
 	start := time.Now()
-	d, err := w.opts.Store.Reserve(ctx, quota.Reservation{Key: in.Key, Ticket: in.Ticket, Cost: in.Cost, Priority: in.Priority})
+	d, err := w.opts.Store.Reserve(ctx, quota.Reservation{Key: in.Key, Ticket: in.Ticket, Cost: in.Cost, Priority: in.Priority, Prompt: in.Prompt})
 	w.ins.store(ctx, "reserve", start)
 	if err != nil {
 		return placeResult{}, err
@@ -97,6 +98,7 @@ func (o *workflowOutbound) reserve(ctx workflow.Context, charge quota.Charge, ao
 		Ticket:   info.Namespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/place-" + strconv.Itoa(o.calls),
 		Cost:     charge.Cost,
 		Priority: charge.Priority,
+		Prompt:   charge.Prompt,
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		ScheduleToCloseTimeout: 10 * time.Second,

@@ -6,6 +6,10 @@ type Charge struct {
 	Key      Key
 	Cost     Cost
 	Priority Priority
+	// Prompt is how many of Cost's tokens are the prompt's, estimated before
+	// tokenizing (e.g. characters/4); the store calibrates them (see
+	// Reservation.Prompt). Zero charges Cost as it is.
+	Prompt int64
 }
 
 // Governed is implemented by the input of an activity whose calls are

@@ -46,6 +46,9 @@ type Policy struct {
 	// limit the provider reports (less Headroom). Off by default: Observe
 	// then only caps the level at what the provider says remains.
 	AdoptObservedLimits bool
+	// Calibration is how the key learns what its provider counts per
+	// estimated prompt token (see Calibration). The zero value learns.
+	Calibration Calibration
 }
 
 // Limit returns the policy's limit on axis and whether there is one.
@@ -66,6 +69,7 @@ func (p Policy) WithDefaults() Policy {
 	if p.LeaseTTL == 0 {
 		p.LeaseTTL = DefaultLeaseTTL
 	}
+	p.Calibration = p.Calibration.WithDefaults()
 	return p
 }
 
@@ -94,6 +98,9 @@ func (p Policy) Validate() error {
 	}
 	if p.LeaseTTL < 0 {
 		return invalid("lease_ttl", p.LeaseTTL.String(), "is negative", "use 0 for the default or a positive duration")
+	}
+	if err := p.Calibration.Validate(); err != nil {
+		return err
 	}
 	for _, l := range p.Limits {
 		if eff := p.Effective(l.Capacity); eff < 1 {

@@ -68,6 +68,13 @@ type Reservation struct {
 	Cost Cost
 	// Priority decides whether the policy's PriorityReserve is open to it.
 	Priority Priority
+	// Prompt is how many of Cost's tokens are the prompt's as estimated
+	// before tokenizing (characters/4), counted in Cost.InputTokens and
+	// Cost.Tokens. Unless the policy's Calibration is Off, the store
+	// charges them at the key's learned ratio instead (see Calibrate):
+	// what its provider was seen to count per estimated prompt token.
+	// Zero charges Cost as given.
+	Prompt int64
 }
 
 // Validate reports an *InvalidError naming the first bad field of r, or nil.
@@ -80,6 +87,9 @@ func (r Reservation) Validate() error {
 	}
 	if len(r.Ticket) > MaxTicketLen {
 		return invalid("ticket", r.Ticket[:32]+"…", "is longer than "+strconv.Itoa(MaxTicketLen)+" bytes", "use a shorter id or a hash of it")
+	}
+	if r.Prompt < 0 {
+		return invalid("prompt", strconv.FormatInt(r.Prompt, 10), "is negative", "pass the prompt's estimated tokens, or 0")
 	}
 	if r.Priority != Normal && r.Priority != Low {
 		return invalid("priority", strconv.Itoa(int(r.Priority)), "is not a known priority", "use quota.Normal or quota.Low")
@@ -98,6 +108,12 @@ type Settlement struct {
 	// Observed is what the provider reported in the call's response, if
 	// anything: applied as Observe applies it.
 	Observed []Observation
+	// Counted says Actual is the provider's own count of the call (the
+	// usage in its answer), not an estimate. With Prompt, the reservation's
+	// Prompt, the store then learns the key's estimate ratio from
+	// Actual.InputTokens / Prompt, whether or not the ticket is held.
+	Counted bool
+	Prompt  int64
 }
 
 // Validate reports an *InvalidError naming the first bad field of s, or nil.
@@ -110,6 +126,9 @@ func (s Settlement) Validate() error {
 	}
 	if err := s.Actual.Validate(); err != nil {
 		return err
+	}
+	if s.Prompt < 0 {
+		return invalid("prompt", strconv.FormatInt(s.Prompt, 10), "is negative", "pass the reservation's prompt, or 0")
 	}
 	return ValidateObservations(s.Observed)
 }
@@ -206,6 +225,10 @@ type Decision struct {
 	// granted: the lease expires at LeaseExpiry unless settled first.
 	Lease       bool
 	LeaseExpiry time.Time
+	// Charged is what the ticket holds charged (the estimate after
+	// calibration), for Granted and Queued: what a call that cannot report
+	// its usage is settled at.
+	Charged Cost
 }
 
 // Observation is what a provider reported about one axis in a response's
@@ -244,6 +267,10 @@ type Snapshot struct {
 	// PausedUntil is zero when the key is not paused.
 	PausedUntil time.Time
 	PauseReason string
+	// EstimateRatio is the key's learned ratio (1 when uncalibrated): what
+	// its provider counts per estimated prompt token, applied to the
+	// InputTokens and Tokens axes.
+	EstimateRatio float64
 }
 
 // AxisLevel is one axis's state in a Snapshot.

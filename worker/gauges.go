@@ -20,6 +20,10 @@ const (
 	// MetricKeyPaused is 1 while a key is paused (a provider's Retry-After
 	// or a spend cap), 0 otherwise.
 	MetricKeyPaused = "tollgate.key.paused"
+	// MetricEstimateRatio is each key's learned estimate ratio (what its
+	// provider counts per estimated prompt token) on each axis it scales:
+	// tollgate_estimate_ratio{key,axis} in Prometheus.
+	MetricEstimateRatio = "tollgate.estimate.ratio"
 )
 
 // registerGauges reports every policy key's levels through meter. A key
@@ -40,6 +44,11 @@ func registerGauges(meter metric.Meter, store quota.Store, keys []quota.Key) err
 	if err != nil {
 		return err
 	}
+	ratio, err := meter.Float64ObservableGauge(MetricEstimateRatio,
+		metric.WithDescription("What each key's provider counts per estimated prompt token, as learned, on each axis it scales (1: as estimated)."))
+	if err != nil {
+		return err
+	}
 	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -53,6 +62,9 @@ func registerGauges(meter metric.Meter, store quota.Store, keys []quota.Key) err
 				attrs := metric.WithAttributes(key, attribute.String("axis", l.Axis.String()))
 				o.ObserveFloat64(avail, l.Available, attrs)
 				o.ObserveInt64(capacity, l.Capacity, attrs)
+				if l.Axis.Calibrated() {
+					o.ObserveFloat64(ratio, snap.EstimateRatio, attrs)
+				}
 			}
 			var p int64
 			if snap.PausedUntil.After(snap.At) {
@@ -61,6 +73,6 @@ func registerGauges(meter metric.Meter, store quota.Store, keys []quota.Key) err
 			o.ObserveInt64(paused, p, metric.WithAttributes(key))
 		}
 		return nil
-	}, avail, capacity, paused)
+	}, avail, capacity, paused, ratio)
 	return err
 }

@@ -45,22 +45,35 @@ type Budgets struct {
 //	    priority_reserve: 0.2     # fraction low-priority calls may not use
 //	    max_wait: 5m              # longest place in line; default 5m
 //	    adopt_observed_limits: false
+//	    calibration:              # learning what the provider counts per estimated prompt token
+//	      off: false              # true charges characters/4 as is
+//	      min_ratio: 0.5          # bounds of the ratio learned; defaults 0.5 and 4
+//	      max_ratio: 4
+//	      half_life: 1h           # an unrefreshed ratio comes halfway back to 1 in this long
 //	    fallbacks: [anthropic/claude-3-5-haiku-latest]
 type policiesFile struct {
 	Policies []policyEntry `yaml:"policies"`
 }
 
 type policyEntry struct {
-	Provider            string        `yaml:"provider"`
-	Account             string        `yaml:"account"`
-	Model               string        `yaml:"model"`
-	Tenant              string        `yaml:"tenant"`
-	Limits              limitsEntry   `yaml:"limits"`
-	Headroom            float64       `yaml:"headroom"`
-	PriorityReserve     float64       `yaml:"priority_reserve"`
-	MaxWait             time.Duration `yaml:"max_wait"`
-	AdoptObservedLimits bool          `yaml:"adopt_observed_limits"`
-	Fallbacks           []string      `yaml:"fallbacks"`
+	Provider            string           `yaml:"provider"`
+	Account             string           `yaml:"account"`
+	Model               string           `yaml:"model"`
+	Tenant              string           `yaml:"tenant"`
+	Limits              limitsEntry      `yaml:"limits"`
+	Headroom            float64          `yaml:"headroom"`
+	PriorityReserve     float64          `yaml:"priority_reserve"`
+	MaxWait             time.Duration    `yaml:"max_wait"`
+	AdoptObservedLimits bool             `yaml:"adopt_observed_limits"`
+	Calibration         calibrationEntry `yaml:"calibration"`
+	Fallbacks           []string         `yaml:"fallbacks"`
+}
+
+type calibrationEntry struct {
+	Off      bool          `yaml:"off"`
+	MinRatio float64       `yaml:"min_ratio"`
+	MaxRatio float64       `yaml:"max_ratio"`
+	HalfLife time.Duration `yaml:"half_life"`
 }
 
 type limitsEntry struct {
@@ -214,6 +227,8 @@ func (e policyEntry) policy(field string) (quota.Policy, error) {
 			Fix: "set at least one, e.g. requests_per_minute: 500 (the provider's published limit)"}
 	}
 	p.Headroom, p.PriorityReserve, p.MaxWait, p.AdoptObservedLimits = e.Headroom, e.PriorityReserve, e.MaxWait, e.AdoptObservedLimits
+	c := e.Calibration
+	p.Calibration = quota.Calibration{Off: c.Off, MinRatio: c.MinRatio, MaxRatio: c.MaxRatio, HalfLife: c.HalfLife}
 	if err := p.Validate(); err != nil {
 		var inv *quota.InvalidError
 		if errors.As(err, &inv) {

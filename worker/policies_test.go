@@ -26,6 +26,7 @@ func TestParsePoliciesReadsEveryField(t *testing.T) {
     priority_reserve: 0.2
     max_wait: 2m
     adopt_observed_limits: true
+    calibration: {min_ratio: 0.8, max_ratio: 2, half_life: 30m}
     fallbacks: [anthropic/claude-3-5-haiku-latest]
   - provider: anthropic
     model: claude-3-5-haiku-latest
@@ -39,6 +40,7 @@ func TestParsePoliciesReadsEveryField(t *testing.T) {
 	require.Equal(t, 0.2, p.PriorityReserve)
 	require.Equal(t, 2*time.Minute, p.MaxWait)
 	require.True(t, p.AdoptObservedLimits)
+	require.Equal(t, quota.Calibration{MinRatio: 0.8, MaxRatio: 2, HalfLife: 30 * time.Minute}, p.Calibration)
 	l, ok := p.Limit(quota.RequestsPerDay)
 	require.True(t, ok)
 	require.Equal(t, int64(10000), l.Capacity)
@@ -67,6 +69,8 @@ func TestParsePoliciesRejectsEachBadField(t *testing.T) {
 		{"headroom of one", "policies:\n  - provider: openai\n    model: gpt-4o\n    limits: {requests_per_minute: 10}\n    headroom: 1\n", "policies[0].headroom \"1\" must be in [0, 1)"},
 		{"priority reserve negative", "policies:\n  - provider: openai\n    model: gpt-4o\n    limits: {requests_per_minute: 10}\n    priority_reserve: -0.1\n", "policies[0].priority_reserve"},
 		{"negative max wait", "policies:\n  - provider: openai\n    model: gpt-4o\n    limits: {requests_per_minute: 10}\n    max_wait: -1m\n", "policies[0].max_wait"},
+		{"calibration ratio above one", "policies:\n" + ok + "    calibration: {min_ratio: 1.5}\n", `policies[0].calibration.min_ratio "1.5" is not in (0, 1]`},
+		{"calibration half-life too short", "policies:\n" + ok + "    calibration: {half_life: 1ms}\n", `policies[0].calibration.half_life "1ms" is below 1s`},
 		{"duplicate key", "policies:\n" + ok + ok, `policies[1] "openai/default/gpt-4o" is listed twice`},
 		{"bad fallback target", "policies:\n" + ok + "    fallbacks: [gpt-4o-mini]\n", `policies[0].fallbacks[0] "gpt-4o-mini" is not a target`},
 		{"fallback without a policy", "policies:\n" + ok + "    fallbacks: [openai/gpt-4o-mini]\n", `policies[0].fallbacks[0] "openai/gpt-4o-mini" has no policy of its own`},

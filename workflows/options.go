@@ -13,15 +13,29 @@ import (
 // whose NextRetryDelay is the wait, so the Temporal server (not a worker
 // slot) holds the wait. Every such refusal counts as an attempt, so the retry
 // policy must not bound attempts: MaximumAttempts is 0 (unlimited) and the
-// ScheduleToCloseTimeout (30 minutes) bounds the call instead. A wait that
-// would pass it escalates to a backup model or fails at once with
-// tollgate.QuotaWaitExceedsDeadline. StartToCloseTimeout (2 minutes) bounds a
-// single provider call. The retry intervals only apply to errors Tollgate
-// does not classify: its own errors carry their delay.
+// ScheduleToCloseTimeout (1 hour) bounds the call instead. A wait that would
+// pass it escalates to a backup model or fails at once with
+// tollgate.QuotaWaitExceedsDeadline.
+//
+// StartToCloseTimeout (30 minutes) bounds one attempt and is sized for the
+// longest generation, not the typical one: anthropic-sdk-go plans an hour
+// per 128,000 output tokens, so a 64,000-token answer may take half an
+// hour. What catches a dead worker or a hung call is the
+// HeartbeatTimeout (30 seconds): activities.Complete heartbeats while a
+// call runs and cuts a stream that sends nothing for that long, so a call
+// whose worker dies is retried on another within 30 seconds, counted
+// against Tollgate's transient budget. An activity run with these options
+// must heartbeat at least that often (activity.RecordHeartbeat); raise
+// HeartbeatTimeout for a model that may think longer than that before its
+// first token.
+//
+// The retry intervals only apply to errors Tollgate does not classify: its
+// own errors carry their delay.
 func LLMActivityOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
-		ScheduleToCloseTimeout: 30 * time.Minute,
-		StartToCloseTimeout:    2 * time.Minute,
+		ScheduleToCloseTimeout: time.Hour,
+		StartToCloseTimeout:    30 * time.Minute,
+		HeartbeatTimeout:       30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,

@@ -33,6 +33,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,8 +44,8 @@ import (
 func main() {
 	replicas := flag.Int("replicas", 3, "worker replicas per setup")
 	duration := flag.Duration("duration", 30*time.Second, "load window per setup")
-	drain := flag.Duration("drain", 30*time.Second, "how long a setup may take to finish its workflows after the window")
-	rate := flag.Float64("rate", 5, "agent workflows started per second (each makes 2 LLM calls)")
+	drain := flag.Duration("drain", 90*time.Second, "how long a setup may take to finish its workflows after the window (it ends as soon as they are done)")
+	rate := flag.Float64("rate", 0, "agent workflows started per second, each making 2 LLM calls (default 5 ÷ -density: the same overload, about 1.4× the input-token limit, whatever the provider's density)")
 	requests := flag.Int64("requests", 10, "provider limit: requests per period")
 	inputTokens := flag.Int64("input-tokens", 5000, "provider limit: input tokens per period")
 	outputTokens := flag.Int64("output-tokens", 2000, "provider limit: output tokens per period")
@@ -52,18 +53,28 @@ func main() {
 	seed := flag.Uint64("seed", 1, "seed of the workload")
 	out := flag.String("out", "", "directory to write fleet.json and fleet.png to")
 	redisPath := flag.String("redis-server", "redis-server", "redis-server binary: a path, or a name looked up on PATH")
+	density := flag.Float64("density", 1, "tokens the provider counts per characters/4 (its tokenizer's density; Tollgate estimates characters/4)")
+	only := flag.String("setups", "", "comma-separated setups to run, by name (default: all of "+strings.Join(setupNames(), ",")+")")
 	flag.Parse()
+	if *rate == 0 && *density > 0 {
+		*rate = defaultRate / *density
+	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	cfg := config{
 		replicas: *replicas, window: *duration, drain: *drain, rate: *rate, seed: *seed, out: *out, redisPath: *redisPath,
-		limits: limits{Period: *period, Requests: *requests, InputTokens: *inputTokens, OutputTokens: *outputTokens},
+		limits: limits{Period: *period, Requests: *requests, InputTokens: *inputTokens, OutputTokens: *outputTokens, Density: *density},
+		only:   *only,
 	}
 	if err := run(ctx, cfg); err != nil {
 		log.Fatalf("fleet: %v", err)
 	}
 }
+
+// defaultRate is the agent workflows started per second at a density of 1:
+// demand about 1.4 times the input-token limit.
+const defaultRate = 5.0
 
 // config is the command line.
 type config struct {
@@ -74,6 +85,8 @@ type config struct {
 	out           string
 	redisPath     string
 	limits        limits
+	// only is -setups: the names to run, comma-separated; empty runs all.
+	only string
 }
 
 func (c config) validate() error {
@@ -82,12 +95,47 @@ func (c config) validate() error {
 		return errors.New("-replicas must be at least 1")
 	case c.window <= 0 || c.drain < 0:
 		return errors.New("-duration must be positive and -drain not negative")
+	case !(c.limits.Density > 0 && c.limits.Density <= llmsim.MaxDensity):
+		return fmt.Errorf("-density %g is out of range: use a ratio in (0, %d], e.g. 1.5 for a tokenizer counting 50%% more than characters/4", c.limits.Density, llmsim.MaxDensity)
 	case c.rate <= 0:
 		return errors.New("-rate must be positive")
 	case c.limits.Period <= 0 || c.limits.Requests <= 0 || c.limits.InputTokens <= 0 || c.limits.OutputTokens <= 0:
 		return errors.New("-period and the limits must be positive")
 	}
-	return nil
+	_, err := pick(setups(c.limits, ""), c.only)
+	return err
+}
+
+// setupNames lists every setup's name, in the order they run.
+func setupNames() []string {
+	var names []string
+	for _, s := range setups(limits{}, "") {
+		names = append(names, s.name)
+	}
+	return names
+}
+
+// pick returns the setups named in only (comma-separated), in the order
+// they run; all of them when only is empty.
+func pick(all []setup, only string) ([]setup, error) {
+	if strings.TrimSpace(only) == "" {
+		return all, nil
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(only, ",") {
+		n = strings.TrimSpace(n)
+		if !slices.Contains(setupNames(), n) {
+			return nil, fmt.Errorf("-setups: %q is not a setup: use a comma-separated subset of %s", n, strings.Join(setupNames(), ","))
+		}
+		want[n] = true
+	}
+	var out []setup
+	for _, s := range all {
+		if want[s.name] {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -108,7 +156,10 @@ func run(ctx context.Context, cfg config) error {
 	}
 	defer rds.stop()
 
-	list := setups(cfg.limits, rds.addr)
+	list, err := pick(setups(cfg.limits, rds.addr), cfg.only)
+	if err != nil {
+		return err
+	}
 	simCfg := llmsim.Config{Latency: llmsim.Latency{Fixed: 30 * time.Millisecond, Jitter: 40 * time.Millisecond}, Seed: cfg.seed}
 	for _, s := range list {
 		simCfg.Models = append(simCfg.Models, cfg.limits.simModel("fleet-"+s.name))
@@ -205,6 +256,7 @@ func writeOutputs(dir string, l limits, results []Result, panels []panel) error 
 	if err := f.Close(); err != nil {
 		return err
 	}
-	sub := fmt.Sprintf("limit %d requests + %d input tokens per %s (a minute compressed)", l.Requests, l.InputTokens, l.Period)
+	sub := fmt.Sprintf("limit %d requests + %d input tokens per %s (a minute compressed); provider counts %g× characters/4",
+		l.Requests, l.InputTokens, l.Period, l.Density)
 	return writeChart(filepath.Join(dir, "fleet.png"), sub, panels)
 }

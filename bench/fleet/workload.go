@@ -19,6 +19,9 @@ type limits struct {
 	Requests     int64
 	InputTokens  int64
 	OutputTokens int64
+	// Density is how many tokens the provider counts per characters/4
+	// (llmsim.Model.Density): what Tollgate must learn, not assume.
+	Density float64
 }
 
 // simModel is the llmsim model one setup calls, with the limits.
@@ -30,6 +33,7 @@ func (l limits) simModel(name string) llmsim.Model {
 		InputTokensPerMinute:  l.InputTokens,
 		OutputTokensPerMinute: l.OutputTokens,
 		Period:                l.Period,
+		Density:               l.Density,
 	}
 }
 
@@ -45,8 +49,8 @@ func (l limits) policy() quota.Policy {
 
 // String states the limit and the compression, for the run's header.
 func (l limits) String() string {
-	return fmt.Sprintf("%d requests, %d input tokens, %d output tokens per %s (a per-minute limit refilled every %s: time compressed %.0f×)",
-		l.Requests, l.InputTokens, l.OutputTokens, l.Period, l.Period, time.Minute.Seconds()/l.Period.Seconds())
+	return fmt.Sprintf("%d requests, %d input tokens, %d output tokens per %s (a per-minute limit refilled every %s: time compressed %.0f×); it counts %g× characters/4 tokens",
+		l.Requests, l.InputTokens, l.OutputTokens, l.Period, l.Period, time.Minute.Seconds()/l.Period.Seconds(), l.Density)
 }
 
 // promptTokens are the system prompt sizes drawn, uniformly, for each

@@ -78,6 +78,8 @@ func TestServeOnTheEmbeddedDefaults(t *testing.T) {
 	require.Contains(t, metrics, `tollgate_admissions_total{`)
 	require.Regexp(t, `tollgate_admissions_total\{[^}]*decision="granted"[^}]*key="openai/default/gpt-4o-mini"[^}]*\} 2`, metrics)
 	require.Regexp(t, `tollgate_bucket_available\{axis="requests",key="openai/default/gpt-4o-mini"`, metrics)
+	require.Regexp(t, `tollgate_estimate_ratio\{axis="tokens",key="openai/default/gpt-4o-mini"[^}]*\} 1\b`, metrics,
+		"the learned estimate ratio: 1 against llmsim's default density")
 	require.Contains(t, metrics, "temporal_", "the SDK's metrics share the endpoint")
 
 	var healthOut, healthErr bytes.Buffer

@@ -75,11 +75,12 @@ func redactURL(s string) string {
 }
 
 // writeStatus prints a table of keys' levels from store: per axis, the
-// effective capacity, what is available now, and when a daily window
-// resets; per key, whether and until when it is paused.
+// effective capacity, what is available now, the estimate ratio learned for
+// axes that count prompt tokens, and when a daily window resets; per key,
+// whether and until when it is paused.
 func writeStatus(ctx context.Context, out io.Writer, store quota.Store, keys []quota.Key) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tAXIS\tCAPACITY\tAVAILABLE\tFILL\tNOTE")
+	fmt.Fprintln(tw, "KEY\tAXIS\tCAPACITY\tAVAILABLE\tFILL\tESTIMATE\tNOTE")
 	for _, k := range keys {
 		snap, err := store.Snapshot(ctx, k)
 		if err != nil {
@@ -91,7 +92,7 @@ func writeStatus(ctx context.Context, out io.Writer, store quota.Store, keys []q
 			note = fmt.Sprintf("paused %s (%s)", snap.PausedUntil.Sub(snap.At).Round(time.Second), snap.PauseReason)
 		}
 		if len(snap.Axes) == 0 {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%s\n", k, note)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%s\n", k, note)
 		}
 		for i, l := range snap.Axes {
 			n := ""
@@ -101,8 +102,12 @@ func writeStatus(ctx context.Context, out io.Writer, store quota.Store, keys []q
 			if !l.ResetAt.IsZero() {
 				n = joinNote(n, "resets "+l.ResetAt.UTC().Format(time.RFC3339))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", k, l.Axis, l.Capacity,
-				strconv.FormatFloat(l.Available, 'f', 1, 64), bar(l.Available, l.Capacity, 10), n)
+			estimate := "-"
+			if l.Axis.Calibrated() {
+				estimate = "×" + strconv.FormatFloat(snap.EstimateRatio, 'f', 2, 64)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", k, l.Axis, l.Capacity,
+				strconv.FormatFloat(l.Available, 'f', 1, 64), bar(l.Available, l.Capacity, 10), estimate, n)
 		}
 	}
 	return tw.Flush()

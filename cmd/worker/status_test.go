@@ -69,6 +69,28 @@ func available(t *testing.T, table, key, axis string, capacity int) float64 {
 	return v
 }
 
+// status shows the estimate ratio a key has learned on the axes it scales.
+func TestStatusShowsTheLearnedEstimateRatio(t *testing.T) {
+	srv := redistest.StartServer(t)
+	ps := defaultBudgets().Policies
+	fleet, err := redis.New(srv.Client(), ps, redis.Options{})
+	require.NoError(t, err)
+	key := quota.Key{Provider: "openai", Model: simPrimary}
+	ctx := context.Background()
+	for i := range 3 {
+		ticket := "ratio-" + strconv.Itoa(i)
+		est := quota.Cost{Requests: 1, Tokens: 1000, InputTokens: 1000, OutputTokens: 64}
+		_, err := fleet.Reserve(ctx, quota.Reservation{Key: key, Ticket: ticket, Cost: est, Prompt: 1000})
+		require.NoError(t, err)
+		require.NoError(t, fleet.Settle(ctx, quota.Settlement{Key: key, Ticket: ticket, Counted: true, Prompt: 1000,
+			Actual: quota.Cost{Requests: 1, Tokens: 1300, InputTokens: 1300, OutputTokens: 20}}))
+	}
+	var out bytes.Buffer
+	require.NoError(t, status(ctx, config{Config: worker.Config{RedisURL: srv.URL()}}, &out, quietLogger()))
+	require.Regexp(t, `(?m)^openai/default/gpt-4o-mini\s+tokens\s+.*×1\.30`, out.String())
+	require.Regexp(t, `(?m)^openai/default/gpt-4o-mini\s+requests\s+.*\s-\s`, out.String(), "requests are counted, not estimated")
+}
+
 func TestBar(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

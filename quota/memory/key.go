@@ -26,6 +26,9 @@ type keyState struct {
 	pausedUntil time.Time
 	pauseReason string
 
+	// ratio is the key's learned estimate ratio (quota.Calibration).
+	ratio quota.Ratio
+
 	// last is the latest time the key was read at: its time never runs
 	// backwards, as rate.Limiter would refill twice the span it was set back.
 	last time.Time
@@ -119,10 +122,11 @@ func (ks *keyState) fresh(now time.Time, r quota.Reservation) quota.Decision {
 	if ks.pausedUntil.After(now) {
 		return ks.paused(quota.Refused, now)
 	}
+	cost := ks.calibrated(now, r)
 	for i := range ks.windows {
 		w := &ks.windows[i]
 		w.roll(now)
-		if float64(w.used+r.Cost.On(w.axis)) > float64(w.capacity)-ks.reserved(r.Priority, w.capacity) {
+		if float64(w.used+cost.On(w.axis)) > float64(w.capacity)-ks.reserved(r.Priority, w.capacity) {
 			return quota.Decision{Outcome: quota.Refused, Wait: w.end.Sub(now), Reason: quota.DailyLimit, Axis: w.axis}
 		}
 	}
@@ -130,7 +134,7 @@ func (ks *keyState) fresh(now time.Time, r quota.Reservation) quota.Decision {
 	var axis quota.Axis
 	for i := range ks.buckets {
 		b := &ks.buckets[i]
-		need := float64(r.Cost.On(b.axis)) + ks.reserved(r.Priority, b.capacity)
+		need := float64(cost.On(b.axis)) + ks.reserved(r.Priority, b.capacity)
 		if w := b.waitFor(now, need); w > wait {
 			wait, axis = w, b.axis
 		}
@@ -140,16 +144,16 @@ func (ks *keyState) fresh(now time.Time, r quota.Reservation) quota.Decision {
 	}
 
 	for i := range ks.buckets {
-		ks.buckets[i].charge(now, r.Cost.On(ks.buckets[i].axis))
+		ks.buckets[i].charge(now, cost.On(ks.buckets[i].axis))
 	}
 	for i := range ks.windows {
-		ks.windows[i].add(r.Cost.On(ks.windows[i].axis))
+		ks.windows[i].add(cost.On(ks.windows[i].axis))
 	}
 	maturity := now.Add(wait)
-	slot := ks.tickets.add(ticket{id: r.Ticket, charged: r.Cost, chargedAt: now, state: queued, axis: axis,
+	slot := ks.tickets.add(ticket{id: r.Ticket, charged: cost, chargedAt: now, state: queued, axis: axis,
 		maturity: maturity, expiry: maturity.Add(ks.policy.LeaseTTL)})
 	if wait > 0 {
-		return quota.Decision{Outcome: quota.Queued, Wait: wait, Reason: quota.Capacity, Axis: axis}
+		return quota.Decision{Outcome: quota.Queued, Wait: wait, Reason: quota.Capacity, Axis: axis, Charged: cost}
 	}
 	return ks.admit(now, slot)
 }
@@ -166,7 +170,7 @@ func (ks *keyState) known(now time.Time, slot int32) quota.Decision {
 		if paused && ks.pausedUntil.After(t.maturity) {
 			return ks.paused(quota.Queued, now)
 		}
-		return quota.Decision{Outcome: quota.Queued, Wait: t.maturity.Sub(now), Reason: quota.Capacity, Axis: t.axis}
+		return quota.Decision{Outcome: quota.Queued, Wait: t.maturity.Sub(now), Reason: quota.Capacity, Axis: t.axis, Charged: t.charged}
 	}
 	if paused {
 		return ks.paused(quota.Queued, now)
@@ -186,7 +190,7 @@ func (ks *keyState) admit(now time.Time, slot int32) quota.Decision {
 				wait = min(wait, ks.tickets.slab[l].expiry.Sub(now))
 			}
 			return quota.Decision{Outcome: quota.Queued, Wait: max(wait, time.Millisecond),
-				Reason: quota.ConcurrencyFull, Axis: quota.Concurrency}
+				Reason: quota.ConcurrencyFull, Axis: quota.Concurrency, Charged: ks.tickets.slab[slot].charged}
 		}
 		ks.leases = append(ks.leases, slot)
 	}
@@ -198,7 +202,7 @@ func (ks *keyState) admit(now time.Time, slot int32) quota.Decision {
 }
 
 func (ks *keyState) grant(t *ticket) quota.Decision {
-	d := quota.Decision{Outcome: quota.Granted}
+	d := quota.Decision{Outcome: quota.Granted, Charged: t.charged}
 	if t.leased {
 		d.Lease, d.LeaseExpiry = true, t.expiry
 	}
@@ -207,6 +211,43 @@ func (ks *keyState) grant(t *ticket) quota.Decision {
 
 func (ks *keyState) paused(o quota.Outcome, now time.Time) quota.Decision {
 	return quota.Decision{Outcome: o, Wait: ks.pausedUntil.Sub(now), Reason: quota.Paused, PauseReason: ks.pauseReason}
+}
+
+// calibrated is r's cost at the key's learned ratio, no axis charged more
+// than the capacity open to r's priority: a call that fits as estimated is
+// never turned into one that can never fit.
+func (ks *keyState) calibrated(now time.Time, r quota.Reservation) quota.Cost {
+	c := ks.policy.Calibration
+	if c.Off || r.Prompt == 0 {
+		return r.Cost
+	}
+	cost := quota.Calibrate(r.Cost, r.Prompt, ks.ratio.ValueAt(c, now))
+	limit := func(axis quota.Axis, capacity int64) {
+		open := int64(math.Floor(float64(capacity) - ks.reserved(r.Priority, capacity)))
+		switch axis {
+		case quota.InputTokens:
+			cost.InputTokens = min(cost.InputTokens, max(open, r.Cost.InputTokens))
+		case quota.Tokens, quota.TokensPerDay:
+			cost.Tokens = min(cost.Tokens, max(open, r.Cost.Tokens))
+		}
+	}
+	for i := range ks.buckets {
+		limit(ks.buckets[i].axis, ks.buckets[i].capacity)
+	}
+	for i := range ks.windows {
+		limit(ks.windows[i].axis, ks.windows[i].capacity)
+	}
+	return cost
+}
+
+// learn folds what the provider counted of a call's prompt into the key's
+// ratio, when the settlement reports a count.
+func (ks *keyState) learn(now time.Time, st quota.Settlement) {
+	c := ks.policy.Calibration
+	if c.Off || !st.Counted || st.Prompt <= 0 || st.Actual.InputTokens <= 0 {
+		return
+	}
+	ks.ratio = ks.ratio.Learn(c, float64(st.Actual.InputTokens)/float64(st.Prompt), now)
 }
 
 // settle applies actual to the granted ticket and forgets it; false when the
@@ -369,6 +410,10 @@ func (ks *keyState) snapshot(now time.Time) quota.Snapshot {
 	}
 	if ks.pausedUntil.After(now) {
 		s.PausedUntil, s.PauseReason = ks.pausedUntil, ks.pauseReason
+	}
+	s.EstimateRatio = 1
+	if !ks.policy.Calibration.Off {
+		s.EstimateRatio = ks.ratio.ValueAt(ks.policy.Calibration, now)
 	}
 	return s
 }

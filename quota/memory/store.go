@@ -101,6 +101,7 @@ func (s *Store) Settle(_ context.Context, st quota.Settlement) error {
 	defer ks.mu.Unlock()
 	settled := ks.settle(now, st.Ticket, st.Actual)
 	ks.observe(now, st.Observed)
+	ks.learn(now, st)
 	if !settled {
 		return fmt.Errorf("%w: %s ticket %q is not granted (never reserved, still queued, settled already or expired); settle only after Reserve granted it",
 			quota.ErrUnknownTicket, st.Key, st.Ticket)

@@ -62,6 +62,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"no_policy", testNoPolicy},
 		{"unknown_ticket", testUnknownTicket},
 		{"snapshot", testSnapshot},
+		{"calibration", testCalibration},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, s) })
 	}

@@ -36,6 +36,11 @@ type keyState struct {
 	// limited lists the policy's axes in quota.Axes() order.
 	limited []quota.Axis
 	daily   atomic.Pointer[dailyArgs]
+	// calibrates is false when the policy's Calibration is Off; calib is
+	// then ("0", "0", "0"), else its bounds and half-life in µs, as the
+	// script's reserve, settle and snapshot read them.
+	calibrates bool
+	calib      [3]any
 }
 
 // dailyArgs caches the midnights of every daily limit for one stretch of the
@@ -78,7 +83,21 @@ func newKeyState(prefix string, k quota.Key, p quota.Policy) *keyState {
 		ks.static = append(ks.static, axisID(a), kind, strconv.FormatInt(p.Effective(l.Capacity), 10), period)
 	}
 	ks.static[4] = strconv.Itoa(n)
+	ks.calib = [3]any{"0", "0", "0"}
+	if c := p.Calibration; !c.Off {
+		ks.calibrates = true
+		ks.calib = [3]any{strconv.FormatFloat(c.MinRatio, 'g', -1, 64), strconv.FormatFloat(c.MaxRatio, 'g', -1, 64), micros(c.HalfLife)}
+	}
 	return ks
+}
+
+// prompt is the prompt size the script calibrates: 0 when the policy's
+// calibration is off.
+func (ks *keyState) prompt(p int64) int64 {
+	if !ks.calibrates {
+		return 0
+	}
+	return p
 }
 
 // args returns the script's ARGV for op at the caller's clock reading now,

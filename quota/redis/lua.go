@@ -23,7 +23,9 @@ import goredis "github.com/redis/go-redis/v9"
 // State hash fields, per axis id a: l<a>/t<a> bucket level and the time it
 // was computed at, w<a>/d<a> daily window start and units used in it,
 // c<a> adopted effective capacity and o<a> the configured effective capacity
-// it was adopted under; pu/pr pause end and reason. An adopted capacity
+// it was adopted under; pu/pr pause end and reason; er/et the learned
+// estimate ratio and the time it was learned at, e1/e2 its last two samples
+// (quota.Ratio). An adopted capacity
 // counts only for a policy that adopts and is configured as o<a> says, so a
 // changed configuration wins over what an earlier one adopted. The state
 // hash and lease zset have no TTL: there is one of each per key with a
@@ -156,6 +158,49 @@ local pausedUntil = st['pu']
 pausedUntil = pausedUntil and tonumber(pausedUntil) or 0
 local paused = pausedUntil > now
 
+-- ratioAt returns the key's learned estimate ratio at now, within
+-- [minR, maxR], back toward 1 by half every half µs since it was learned:
+-- quota.Ratio.ValueAt.
+local function ratioAt(minR, maxR, half)
+  local v = tonumber(st['er'] or '')
+  if not v then return 1 end
+  local age = now - tonumber(st['et'])
+  if age > 0 then v = 1 + (v - 1) * 2 ^ (-age / half) end
+  if v < minR then v = minR end
+  if v > maxR then v = maxR end
+  return v
+end
+
+-- learn folds one sample (the provider's count over the prompt's estimate)
+-- into the ratio: quota.Ratio.Learn. With the last two, the ratio rises at
+-- once to their median, or falls RATIO_FALL of the way to their highest.
+local RATIO_FALL = 0.5 -- quota's ratioFall
+local function learn(sample, minR, maxR, half)
+  local cur = ratioAt(minR, maxR, half)
+  local s = sample
+  if s < minR then s = minR end
+  if s > maxR then s = maxR end
+  local p1 = tonumber(st['e1'] or '') or cur
+  local p2 = tonumber(st['e2'] or '') or cur
+  local lo, hi = s, p1
+  if lo > hi then lo, hi = hi, lo end
+  local top = hi
+  if p2 > top then top = p2 end
+  if hi > p2 then hi = p2 end
+  local m = lo > hi and lo or hi
+  local v = cur
+  if m > cur then
+    v = m
+  elseif top < cur then
+    v = cur + RATIO_FALL * (top - cur)
+  end
+  if v < minR then v = minR end
+  if v > maxR then v = maxR end
+  local at = nowS
+  if st['et'] and tonumber(st['et']) > now then at = st['et'] end
+  redis.call('HSET', S, 'er', fmt(v), 'et', at, 'e1', fmt(s), 'e2', st['e1'] or '')
+end
+
 -- stamp is the time to date a bucket's new level at: now, unless the clock
 -- has stepped back past the level's own time. A level is never dated back,
 -- or the span the clock repeats would earn a second refill.
@@ -260,11 +305,14 @@ local function saveTicket(t, expiry, x)
 end
 
 -- reply: {outcome, wait µs, reason, axis, pause reason, lease expiry µs or
--- '', now µs}, the times as num gives them; outcome 1 granted, 2 queued, 3
+-- '', now µs, then the cost ticket t holds charged (4 parts, 0 without
+-- t)}, the times as num gives them; outcome 1 granted, 2 queued, 3
 -- refused; reason as quota.Reason (1 capacity, 2 daily limit, 3 concurrency
 -- full, 4 paused).
-local function reply(outcome, wait, reason, axis, preason, lease)
-  return {outcome, num(wait), reason, tonumber(axis) or 0, preason or '', lease and num(lease) or '', num(now)}
+local function reply(outcome, wait, reason, axis, preason, lease, t)
+  local r = {outcome, num(wait), reason, tonumber(axis) or 0, preason or '', lease and num(lease) or '', num(now), 0, 0, 0, 0}
+  if t then r[8], r[9], r[10], r[11] = tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4) end
+  return r
 end
 
 -- lease grants a matured ticket, taking a concurrency slot if the key has a
@@ -276,11 +324,11 @@ local function lease(t, ticketID, fresh, leaseTTL)
       t.s = 'g'
       saveTicket(t, now + leaseTTL)
     end
-    return reply(1, 0, 0, 0)
+    return reply(1, 0, 0, 0, nil, nil, t)
   end
   local held = redis.call('ZSCORE', L, ticketID)
   if held and tonumber(held) > now then
-    return reply(1, 0, 0, 0, nil, tonumber(held))
+    return reply(1, 0, 0, 0, nil, tonumber(held), t)
   end
   redis.call('ZREMRANGEBYSCORE', L, '-inf', nowS)
   if redis.call('ZCARD', L) < conc.cap then
@@ -289,7 +337,7 @@ local function lease(t, ticketID, fresh, leaseTTL)
     redis.call('ZADD', L, x, ticketID)
     t.s = 'g'
     saveTicket(t, exp, x)
-    return reply(1, 0, 0, 0, nil, exp)
+    return reply(1, 0, 0, 0, nil, exp, t)
   end
   local first = redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')
   local wait = tonumber(first[2]) - now
@@ -299,13 +347,17 @@ local function lease(t, ticketID, fresh, leaseTTL)
     t.s, t.m = 'q', nowS
     saveTicket(t, now + leaseTTL)
   end
-  return reply(2, wait, 3, 7)
+  return reply(2, wait, 3, 7, nil, nil, t)
 end
 
 if op == 'reserve' then
-  -- ARGV: ticket, low (1/0), cost requests, tokens, input, output. The
-  -- ticket keeps the cost as passed. A cost that can never fit replies {0,
-  -- axis, cost, the capacity open to the priority, rounded down}.
+  -- ARGV: ticket, low (1/0), cost requests, tokens, input, output, prompt
+  -- (0: charge the cost as passed), then the calibration's min and max
+  -- ratio and half-life µs. A cost that can never fit as passed replies
+  -- {0, axis, cost, the capacity open to the priority, rounded down}; one
+  -- that fits is charged at the learned ratio (quota.Calibrate), no axis
+  -- more than the capacity open to it, and the ticket keeps what was
+  -- charged.
   local ticketID = ARGV[i]
   local low = ARGV[i + 1] == '1'
   local prioRes = low and tonumber(ARGV[5])
@@ -327,17 +379,44 @@ if op == 'reserve' then
     end
   end
 
+  local ct, cin = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  local prompt = tonumber(ARGV[i + 6])
+  if prompt > 0 then
+    local r = ratioAt(tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8]), tonumber(ARGV[i + 9]))
+    if r ~= 1 then
+      local scaled, rawT, rawIn = math.ceil(r * prompt), ct, cin
+      if cin >= prompt then cin = cin + scaled - prompt end
+      if ct >= prompt then
+        ct = ct + scaled - prompt
+        local out = tonumber(ARGV[i + 5])
+        if ct < out then ct = out end
+      end
+      for k = 1, n do
+        local a = axes[k]
+        if a.ci == 2 or a.ci == 3 then
+          local limit = a.cap
+          if low then limit = a.cap - a.cap * prioRes end
+          limit = math.floor(limit)
+          if a.ci == 2 and ct > limit then ct = math.max(limit, rawT) end
+          if a.ci == 3 and cin > limit then cin = math.max(limit, rawIn) end
+        end
+      end
+      if cost[2] then cost[2] = ct end
+      if cost[3] then cost[3] = cin end
+    end
+  end
+
   local t = ticket()
   if t then
     local mat = tonumber(t.m)
     if t.s == 'q' then
       if now < mat then
         if paused and pausedUntil > mat then
-          return reply(2, pausedUntil - now, 4, 0, st['pr'])
+          return reply(2, pausedUntil - now, 4, 0, st['pr'], nil, t)
         end
-        return reply(2, mat - now, 1, t.a)
+        return reply(2, mat - now, 1, t.a, nil, nil, t)
       end
-      if paused then return reply(2, pausedUntil - now, 4, 0, st['pr']) end
+      if paused then return reply(2, pausedUntil - now, 4, 0, st['pr'], nil, t) end
     end
     return lease(t, ticketID, false, leaseTTL)
   end
@@ -374,17 +453,20 @@ if op == 'reserve' then
 
   adjust(cost)
   t = {s = 'q', m = wait == 0 and nowS or fmt(now + wait), a = waxis,
-    c1 = ARGV[i + 2], c2 = ARGV[i + 3], c3 = ARGV[i + 4], c4 = ARGV[i + 5], w = nowS}
+    c1 = ARGV[i + 2], c2 = fmt(ct), c3 = fmt(cin), c4 = ARGV[i + 5], w = nowS}
   if wait > 0 then
     saveTicket(t, now + wait + leaseTTL)
-    return reply(2, wait, 1, waxis)
+    return reply(2, wait, 1, waxis, nil, nil, t)
   end
   return lease(t, ticketID, true, leaseTTL)
 
 elseif op == 'settle' then
-  -- ARGV: actual requests, tokens, input, output, ticket id, then
-  -- observations (see observe), applied whether or not the ticket is held.
-  -- Reply 1, or 0 if the ticket is not held as granted.
+  -- ARGV: actual requests, tokens, input, output, ticket id, prompt,
+  -- counted (1/0), the calibration's min and max ratio and half-life µs,
+  -- then observations (see observe). The observations, and with a counted
+  -- actual the ratio's lesson (actual input over prompt), apply whether or
+  -- not the ticket is held. Reply 1, or 0 if the ticket is not held as
+  -- granted.
   local t, held = ticket(), 0
   if t and t.s == 'g' then
     local delta = {}
@@ -394,7 +476,11 @@ elseif op == 'settle' then
     redis.call('DEL', T)
     held = 1
   end
-  observe(i + 5)
+  observe(i + 10)
+  local prompt, input = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 2])
+  if ARGV[i + 6] == '1' and prompt > 0 and input > 0 then
+    learn(input / prompt, tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8]), tonumber(ARGV[i + 9]))
+  end
   return held
 
 elseif op == 'cancel' then
@@ -423,9 +509,11 @@ elseif op == 'observe' then
   return 1
 
 elseif op == 'snapshot' then
-  -- Reply: {now, paused until or '', pause reason, then per limit: axis,
-  -- capacity, available, reset µs or ''}.
-  local out = {nowS, '', ''}
+  -- ARGV: the calibration's min and max ratio and half-life µs (0 0 0: off).
+  -- Reply: {now, paused until or '', pause reason, estimate ratio, then per
+  -- limit: axis, capacity, available, reset µs or ''}.
+  local out = {nowS, '', '', '1'}
+  if ARGV[i + 2] ~= '0' then out[4] = fmt(ratioAt(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]))) end
   if paused then out[2], out[3] = fmt(pausedUntil), st['pr'] or '' end
   for k = 1, n do
     local a = axes[k]

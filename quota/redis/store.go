@@ -91,8 +91,9 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 	if r.Priority == quota.Low {
 		low = "1"
 	}
-	args := append(ks.args("reserve", nowArg, local, 6), r.Ticket, low,
-		r.Cost.Requests, r.Cost.Tokens, r.Cost.InputTokens, r.Cost.OutputTokens)
+	args := append(ks.args("reserve", nowArg, local, 10), r.Ticket, low,
+		r.Cost.Requests, r.Cost.Tokens, r.Cost.InputTokens, r.Cost.OutputTokens,
+		ks.prompt(r.Prompt), ks.calib[0], ks.calib[1], ks.calib[2])
 	res, err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.ticket + r.Ticket}, args...).Slice()
 	if err != nil {
 		return quota.Decision{}, s.fail("reserve", ks.key, err)
@@ -108,7 +109,7 @@ func (s *Store) decision(ks *keyState, res []any, local time.Time, priority quot
 		return quota.Decision{}, &quota.OversizeError{Key: ks.key, Axis: quota.Axis(toInt(res, 1)),
 			Cost: toInt(res, 2), Capacity: toInt(res, 3), Priority: priority}
 	}
-	if len(res) != 7 || outcome < int64(quota.Granted) || outcome > int64(quota.Refused) {
+	if len(res) != 11 || outcome < int64(quota.Granted) || outcome > int64(quota.Refused) {
 		return quota.Decision{}, fmt.Errorf("redis: reserve %s: unexpected script reply %v", ks.key, res)
 	}
 	at := s.timeFrom(toFloat(res, 6), local)
@@ -118,6 +119,7 @@ func (s *Store) decision(ks *keyState, res []any, local time.Time, priority quot
 		Reason:      quota.Reason(toInt(res, 2)),
 		Axis:        quota.Axis(toInt(res, 3)),
 		PauseReason: toString(res, 4),
+		Charged:     quota.Cost{Requests: toInt(res, 7), Tokens: toInt(res, 8), InputTokens: toInt(res, 9), OutputTokens: toInt(res, 10)},
 	}
 	if res[5] != "" { // an expiry is an integer or a formatted fraction
 		d.Lease = true
@@ -138,8 +140,13 @@ func (s *Store) Settle(ctx context.Context, st quota.Settlement) error {
 	}
 	nowArg, local := s.now()
 	a := st.Actual
-	args := append(ks.args("settle", nowArg, local, 6+3*len(st.Observed)),
-		a.Requests, a.Tokens, a.InputTokens, a.OutputTokens, st.Ticket)
+	var counted any = "0"
+	if st.Counted {
+		counted = "1"
+	}
+	args := append(ks.args("settle", nowArg, local, 11+3*len(st.Observed)),
+		a.Requests, a.Tokens, a.InputTokens, a.OutputTokens, st.Ticket,
+		ks.prompt(st.Prompt), counted, ks.calib[0], ks.calib[1], ks.calib[2])
 	args, _ = ks.observations(args, st.Observed)
 	n, err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.ticket + st.Ticket}, args...).Int()
 	if err != nil {
@@ -221,16 +228,16 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 		return quota.Snapshot{}, err
 	}
 	nowArg, local := s.now()
-	args := ks.args("snapshot", nowArg, local, 0)
+	args := append(ks.args("snapshot", nowArg, local, 3), ks.calib[:]...)
 	res, err := script.Run(ctx, s.rdb, []string{ks.state, ks.leases, ks.state}, args...).Slice()
 	if err != nil {
 		return quota.Snapshot{}, s.fail("snapshot", ks.key, err)
 	}
-	if len(res) != 3+4*len(ks.limited) {
+	if len(res) != 4+4*len(ks.limited) {
 		return quota.Snapshot{}, fmt.Errorf("redis: snapshot %s: unexpected script reply %v", ks.key, res)
 	}
 	at := s.timeFrom(toFloat(res, 0), local)
-	snap := quota.Snapshot{Key: ks.key, At: at(toFloat(res, 0)), PauseReason: toString(res, 2)}
+	snap := quota.Snapshot{Key: ks.key, At: at(toFloat(res, 0)), PauseReason: toString(res, 2), EstimateRatio: toFloat(res, 3)}
 	if toString(res, 1) != "" {
 		snap.PausedUntil = at(toFloat(res, 1))
 	}
@@ -238,7 +245,7 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 		snap.Axes = make([]quota.AxisLevel, len(ks.limited))
 	}
 	for i := range ks.limited {
-		j := 3 + 4*i
+		j := 4 + 4*i
 		l := quota.AxisLevel{
 			Axis:      quota.Axis(toInt(res, j)),
 			Capacity:  int64(toFloat(res, j+1)),

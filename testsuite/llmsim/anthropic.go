@@ -48,10 +48,8 @@ func (anthropicDialect) parse(body []byte) (call, *apiError) {
 		return c, &apiError{kind: kindInvalid, detail: "max_tokens: Input should be greater than or equal to 1"}
 	case len(req.Messages) == 0:
 		return c, &apiError{kind: kindInvalid, detail: "messages: at least one message is required"}
-	case req.Stream:
-		return c, &apiError{kind: kindInvalid, detail: "stream: llmsim does not stream; send stream: false"}
 	}
-	c.maxTokens = *req.MaxTokens
+	c.maxTokens, c.stream = *req.MaxTokens, req.Stream
 	sys, ok := textOf(req.System)
 	if !ok {
 		return c, &apiError{kind: kindInvalid, detail: "system: must be a string or an array of text blocks"}
@@ -73,10 +71,18 @@ func (anthropicDialect) parse(body []byte) (call, *apiError) {
 	return c, nil
 }
 
-// cost charges estimated input tokens and max_tokens output tokens.
+// cost charges the prompt's tokens as the model counts them, and max_tokens
+// output tokens until the answer is known (see adjust).
 func (anthropicDialect) cost(c call) cost {
-	in := estimateTokens(c.chars)
-	return cost{requests: 1, input: in, output: c.maxTokens, tokens: in + c.maxTokens}
+	return cost{requests: 1, input: c.input, output: c.maxTokens, tokens: c.input + c.maxTokens}
+}
+
+// adjust gives back the output tokens the answer did not use: Anthropic
+// estimates output from max_tokens when a call starts and corrects it to the
+// actual output at its end.
+func (anthropicDialect) adjust(c call, a answer) cost {
+	unused := max(c.maxTokens-a.out, 0)
+	return cost{output: unused, tokens: unused}
 }
 
 // overloadStatus is Anthropic's overloaded_error status.
@@ -172,24 +178,36 @@ func (d anthropicDialect) writeError(w http.ResponseWriter, e *apiError, request
 }
 
 func (anthropicDialect) writeAnswer(w http.ResponseWriter, c call, a answer, _ string, _ time.Time) {
-	stop := "end_turn"
-	if a.truncated {
-		stop = "max_tokens"
-	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"id":            "msg_" + strings.TrimPrefix(a.id, "req_"),
+		"id":            anthropicMessageID(a),
 		"type":          "message",
 		"role":          "assistant",
 		"model":         c.model,
 		"content":       []any{map[string]any{"type": "text", "text": a.text}},
-		"stop_reason":   stop,
+		"stop_reason":   anthropicStopReason(a),
 		"stop_sequence": nil,
-		"usage": map[string]any{
-			"input_tokens":                a.in,
-			"output_tokens":               a.out,
-			"cache_creation_input_tokens": 0,
-			"cache_read_input_tokens":     0,
-			"service_tier":                "standard",
-		},
+		"usage":         anthropicUsage(a),
 	})
+}
+
+func anthropicMessageID(a answer) string { return "msg_" + strings.TrimPrefix(a.id, "req_") }
+
+// anthropicStopReason is "max_tokens" for an answer cut at max_tokens, else
+// "end_turn".
+func anthropicStopReason(a answer) string {
+	if a.truncated {
+		return "max_tokens"
+	}
+	return "end_turn"
+}
+
+// anthropicUsage is an answer's usage object.
+func anthropicUsage(a answer) map[string]any {
+	return map[string]any{
+		"input_tokens":                a.in,
+		"output_tokens":               a.out,
+		"cache_creation_input_tokens": 0,
+		"cache_read_input_tokens":     0,
+		"service_tier":                "standard",
+	}
 }

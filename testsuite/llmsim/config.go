@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"time"
@@ -63,7 +64,14 @@ type Model struct {
 	OutputTokensPerMinute int64 `json:"output_tokens_per_minute" yaml:"output_tokens_per_minute"`
 	// RequestsPerDay is a window of requests that resets at midnight UTC.
 	RequestsPerDay int64 `json:"requests_per_day" yaml:"requests_per_day"`
-	// ContextWindow, in tokens, bounds ceil(characters/4) + max_tokens; a
+	// Density is how many tokens this model's tokenizer makes of what
+	// characters/4 estimates: the simulator counts a text of n characters as
+	// ceil(Density × n/4) tokens, in its limits and in the usage it reports.
+	// Real tokenizers differ from characters/4 (English prose by 1.1–1.3×,
+	// code, JSON and other scripts by up to 4×), and a governor must learn
+	// that rather than assume it. Zero means 1.
+	Density float64 `json:"density" yaml:"density"`
+	// ContextWindow, in tokens, bounds the prompt's tokens + max_tokens; a
 	// larger call gets the provider's 400 "context too long" error.
 	ContextWindow int64 `json:"context_window" yaml:"context_window"`
 	// Period is the window the per-minute limits refill over: each bucket
@@ -173,6 +181,36 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// MaxDensity is the largest Model.Density accepted.
+const MaxDensity = 8
+
+// tokens is how many tokens the model counts in a text of chars characters:
+// ceil(Density × chars/4).
+func (m Model) tokens(chars int64) int64 {
+	if chars <= 0 {
+		return 0
+	}
+	d := m.Density
+	if d == 0 {
+		d = 1
+	}
+	return int64(math.Ceil(d * float64(chars) / 4))
+}
+
+// chars is how many characters make at most n of the model's tokens: the
+// inverse of tokens, rounded down.
+func (m Model) chars(n int64) int64 {
+	d := m.Density
+	if d == 0 {
+		d = 1
+	}
+	c := int64(math.Floor(float64(n) * 4 / d))
+	for c > 0 && m.tokens(c) > n {
+		c--
+	}
+	return c
+}
+
 func (m Model) validate(f string) error {
 	switch m.Provider {
 	case OpenAI, Anthropic:
@@ -198,6 +236,10 @@ func (m Model) validate(f string) error {
 	}
 	if m.Period < 0 {
 		return configErr(f+".period", m.Period.String(), "is negative", "use 0 for one minute or a positive duration such as 1s")
+	}
+	if d := m.Density; math.IsNaN(d) || d < 0 || d > MaxDensity {
+		return configErr(f+".density", strconv.FormatFloat(d, 'g', -1, 64), "is out of range",
+			fmt.Sprintf("use a ratio in (0, %g], e.g. 1.3 for a tokenizer that counts 30%% more than characters/4, or 0 for 1", float64(MaxDensity)))
 	}
 	if m.Provider == OpenAI && m.InputTokensPerMinute+m.OutputTokensPerMinute != 0 {
 		return configErr(f+".input_tokens_per_minute", strconv.FormatInt(m.InputTokensPerMinute, 10),

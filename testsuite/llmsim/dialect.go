@@ -29,6 +29,15 @@ type call struct {
 	chars     int64  // characters of every message and the system prompt
 	maxTokens int64  // 0 when the request set none (OpenAI only)
 	prompt    string // the last user message's text
+	// input is the prompt's tokens as the model counts them, and model the
+	// model's configuration: set by Sim once the model is known.
+	input int64
+	spec  Model
+	// stream: the caller asked for server-sent events (stream: true).
+	stream bool
+	// includeUsage: an OpenAI stream ends with a usage chunk
+	// (stream_options.include_usage).
+	includeUsage bool
 }
 
 // answer is the deterministic reply to a call.
@@ -71,25 +80,28 @@ type apiError struct {
 	window, input, maxTokens int64
 }
 
-// estimateTokens is how Sim (and the providers' own estimators) count a
-// prompt: one token per four characters, rounded up.
-func estimateTokens(chars int64) int64 { return (chars + 3) / 4 }
-
 // compose writes the deterministic reply: a fixed phrase, a hash of the prompt
-// and the prompt itself, cut to max_tokens × 4 characters when set.
+// and the prompt itself, cut to max_tokens (as the model counts tokens) when
+// set.
 func compose(c call, requestID string) answer {
 	h := fnv.New32a()
 	h.Write([]byte(c.prompt))
 	text := fmt.Sprintf("llmsim %s reply %08x: %s", c.model, h.Sum32(), c.prompt)
-	a := answer{id: requestID, in: estimateTokens(c.chars)}
-	if c.maxTokens > 0 && int64(utf8.RuneCountInString(text)) > 4*c.maxTokens {
+	a := answer{id: requestID, in: c.input}
+	if c.maxTokens > 0 && c.spec.tokens(int64(utf8.RuneCountInString(text))) > c.maxTokens {
 		runes := []rune(text)
-		text = string(runes[:4*c.maxTokens])
+		text = string(runes[:c.spec.chars(c.maxTokens)])
 		a.truncated = true
 	}
 	a.text = text
-	a.out = estimateTokens(int64(utf8.RuneCountInString(text)))
+	a.out = c.spec.tokens(int64(utf8.RuneCountInString(text)))
 	return a
+}
+
+// adjuster is a dialect whose provider corrects a call's charge once the
+// answer is known: it returns what the buckets get back.
+type adjuster interface {
+	adjust(c call, a answer) cost
 }
 
 // textOf reads a message content that is either a string or an array of

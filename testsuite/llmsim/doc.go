@@ -18,7 +18,12 @@
 //     gets the provider's spend-cap error, with no retry-after;
 //   - overload (Anthropic 529, OpenAI 503) with a probability, latency with a
 //     fixed part and a seeded random part (uniform, normal or exponential),
-//     and faults a test triggers exactly (see Fault and Sim.Inject).
+//     and faults a test triggers exactly (see Fault and Sim.Inject);
+//   - streaming (stream: true): server-sent events with the providers' event
+//     names and a final usage chunk (OpenAI with
+//     stream_options.include_usage), and mid-stream faults: a stall, a
+//     dropped connection, an error event (see FaultStall, FaultDisconnect
+//     and Fault.MidStream).
 //
 // Answers are deterministic: the text is derived from the prompt and the usage
 // block reports input tokens as ceil(characters/4) and output tokens no more

@@ -35,7 +35,7 @@ const (
 )
 
 // faultKinds lists every FaultKind, as validation errors name them.
-const faultKinds = "rate_limit, spend_cap, overload, unauthorized, context_length, server_error, invalid_request"
+const faultKinds = "rate_limit, spend_cap, overload, unauthorized, context_length, server_error, invalid_request, stall, disconnect"
 
 // Fault is a rule that makes matching calls fail in a chosen way, for tests
 // that need an exact sequence: "the next four calls to gpt-4o get a 429",
@@ -44,7 +44,9 @@ const faultKinds = "rate_limit, spend_cap, overload, unauthorized, context_lengt
 // Rules are checked in the order injected, after authentication and model
 // lookup and before the spend cap, overload and buckets; the first rule that
 // fires decides the call, and a failed call charges nothing. Rule-made
-// responses carry the rate-limit headers too.
+// responses carry the rate-limit headers too. A mid-stream rule that fires
+// lets the call go on (to the spend cap, overload and buckets) and, if it
+// is answered, strikes its stream.
 type Fault struct {
 	// Kind is the error returned. Required.
 	Kind FaultKind `json:"kind" yaml:"kind"`
@@ -63,11 +65,27 @@ type Fault struct {
 	// Status overrides the kind's status code (e.g. 503 for an Anthropic
 	// overload); 0 keeps it.
 	Status int `json:"status" yaml:"status"`
+
+	// MidStream makes an error kind strike a streamed call part-way instead
+	// of refusing it: the call is answered (200, charged like any other),
+	// AfterChunks text deltas are sent, then the error arrives as the
+	// provider's SSE error event and the stream ends. A mid-stream rule
+	// matches streamed calls only, and never sends retry-after (the
+	// headers went out with the 200). FaultStall and FaultDisconnect are
+	// always mid-stream.
+	MidStream bool `json:"mid_stream" yaml:"mid_stream"`
+	// AfterChunks is how many text deltas a mid-stream fault lets through
+	// before it strikes; 0 strikes right after the stream's opening events.
+	AfterChunks int `json:"after_chunks" yaml:"after_chunks"`
+	// Stall is how long FaultStall holds the stream silent. Required for
+	// FaultStall, unused by other kinds.
+	Stall time.Duration `json:"stall" yaml:"stall"`
 }
 
 func (f Fault) validate(field string) error {
 	switch f.Kind {
-	case FaultRateLimit, FaultSpendCap, FaultOverload, FaultUnauthorized, FaultContextLength, FaultServerError, FaultInvalidRequest:
+	case FaultRateLimit, FaultSpendCap, FaultOverload, FaultUnauthorized, FaultContextLength, FaultServerError, FaultInvalidRequest,
+		FaultStall, FaultDisconnect:
 	case "":
 		return configErr(field+".kind", "", "is empty", "set one of "+faultKinds)
 	default:
@@ -90,7 +108,7 @@ func (f Fault) validate(field string) error {
 	if f.Status != 0 && (f.Status < 400 || f.Status > 599) {
 		return configErr(field+".status", strconv.Itoa(f.Status), "is not an error status", "use 0 for the kind's own status or a 4xx/5xx code")
 	}
-	return nil
+	return f.validateStream(field)
 }
 
 // rule is an injected Fault and how far along it is.
@@ -100,9 +118,10 @@ type rule struct {
 	fired int // calls the rule failed
 }
 
-// fire reports whether the rule fails this call, and counts it.
-func (r *rule) fire(provider, model string) bool {
-	if (r.Provider != "" && r.Provider != provider) || (r.Model != "" && r.Model != model) {
+// fire reports whether the rule fails this call, and counts it. A
+// mid-stream rule sees streamed calls only.
+func (r *rule) fire(provider, model string, stream bool) bool {
+	if (r.Provider != "" && r.Provider != provider) || (r.Model != "" && r.Model != model) || (r.midStream() && !stream) {
 		return false
 	}
 	if r.Times > 0 && r.fired >= r.Times {

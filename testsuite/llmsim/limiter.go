@@ -108,3 +108,15 @@ func (l *limiter) admit(c cost, now time.Time) *refusal {
 	}
 	return nil
 }
+
+// refund gives c back to every bucket, never above its capacity.
+func (l *limiter) refund(c cost) {
+	for _, a := range [...]struct {
+		b *bucket
+		n int64
+	}{{l.requests, c.requests}, {l.tokens, c.tokens}, {l.input, c.input}, {l.output, c.output}} {
+		if a.b != nil && a.n > 0 {
+			a.b.level = min(a.b.capacity, a.b.level+float64(a.n))
+		}
+	}
+}

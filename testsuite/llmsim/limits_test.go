@@ -27,7 +27,9 @@ func TestBucketsRefuseExactlyAtRate(t *testing.T) {
 		{"openai tokens charged at the prompt when larger", Model{Provider: OpenAI, Name: "m", TokensPerMinute: 600}, 1, 6, "10", 10 * time.Second, "tokens"},
 		{"anthropic requests per minute", Model{Provider: Anthropic, Name: "m", RequestsPerMinute: 5}, 10, 5, "12", 12 * time.Second, "requests"},
 		{"anthropic input tokens per minute", Model{Provider: Anthropic, Name: "m", InputTokensPerMinute: 600}, 10, 6, "10", 10 * time.Second, "input tokens"},
-		{"anthropic output tokens per minute", Model{Provider: Anthropic, Name: "m", OutputTokensPerMinute: 600}, 200, 3, "20", 20 * time.Second, "output tokens"},
+		// Answers fill max_tokens here, so Anthropic's correction of the
+		// output charge at the end gives nothing back.
+		{"anthropic output tokens per minute", Model{Provider: Anthropic, Name: "m", OutputTokensPerMinute: 300}, 100, 3, "20", 20 * time.Second, "output tokens"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, Config{Models: []Model{tc.model}})
@@ -130,7 +132,8 @@ func TestAnthropicHeaders(t *testing.T) {
 	f := newFixture(t, Config{Models: []Model{{
 		Provider: Anthropic, Name: "m", RequestsPerMinute: 60, InputTokensPerMinute: 600, OutputTokensPerMinute: 1200,
 	}}})
-	// 40 chars → 10 input tokens (10/s refill); max_tokens 100 (20/s refill).
+	// 40 chars → 10 input tokens (10/s refill); max_tokens 100 (20/s refill),
+	// of which the 65-character answer uses 17: the rest is given back.
 	r := f.anthropic(t, "k", "m", strings.Repeat("a", 40), 100)
 	require.Equal(t, http.StatusOK, r.status)
 	want := map[string]string{
@@ -141,8 +144,8 @@ func TestAnthropicHeaders(t *testing.T) {
 		"anthropic-ratelimit-input-tokens-remaining":  "590",
 		"anthropic-ratelimit-input-tokens-reset":      "2026-01-02T03:04:07Z",
 		"anthropic-ratelimit-output-tokens-limit":     "1200",
-		"anthropic-ratelimit-output-tokens-remaining": "1100",
-		"anthropic-ratelimit-output-tokens-reset":     "2026-01-02T03:04:11Z", // 10.5 rounded up
+		"anthropic-ratelimit-output-tokens-remaining": "1183",
+		"anthropic-ratelimit-output-tokens-reset":     "2026-01-02T03:04:07Z", // 06.35 rounded up
 		"anthropic-ratelimit-tokens-limit":            "600",                  // input has less remaining
 		"anthropic-ratelimit-tokens-remaining":        "590",
 		"anthropic-ratelimit-tokens-reset":            "2026-01-02T03:04:07Z",

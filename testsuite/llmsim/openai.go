@@ -35,6 +35,9 @@ type openAIRequest struct {
 	MaxTokens           *int64 `json:"max_tokens"`
 	MaxCompletionTokens *int64 `json:"max_completion_tokens"`
 	Stream              bool   `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 }
 
 func (openAIDialect) parse(body []byte) (call, *apiError) {
@@ -48,9 +51,11 @@ func (openAIDialect) parse(body []byte) (call, *apiError) {
 		return c, &apiError{kind: kindInvalid, param: "model", detail: "you must provide a model parameter"}
 	case len(req.Messages) == 0:
 		return c, &apiError{kind: kindInvalid, param: "messages", detail: "[] is too short - 'messages'"}
-	case req.Stream:
-		return c, &apiError{kind: kindInvalid, param: "stream", detail: "llmsim does not stream; send stream: false"}
+	case req.StreamOptions != nil && !req.Stream:
+		return c, &apiError{kind: kindInvalid, param: "stream_options", detail: "The 'stream_options' parameter is only allowed when 'stream' is enabled."}
 	}
+	c.stream = req.Stream
+	c.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	for i, m := range req.Messages {
 		text, ok := textOf(m.Content)
 		if !ok {
@@ -73,9 +78,10 @@ func (openAIDialect) parse(body []byte) (call, *apiError) {
 	return c, nil
 }
 
-// cost is OpenAI's documented estimate: max(max_tokens, ceil(chars/4)).
+// cost is OpenAI's documented up-front count: max(max_tokens, the prompt's
+// tokens), never corrected after the call.
 func (openAIDialect) cost(c call) cost {
-	return cost{requests: 1, tokens: max(c.maxTokens, estimateTokens(c.chars))}
+	return cost{requests: 1, tokens: max(c.maxTokens, c.input)}
 }
 
 // overloadStatus is the status OpenAI sends when overloaded.
@@ -165,10 +171,6 @@ func (d openAIDialect) writeError(w http.ResponseWriter, e *apiError, _ string) 
 }
 
 func (openAIDialect) writeAnswer(w http.ResponseWriter, c call, a answer, _ string, now time.Time) {
-	finish := "stop"
-	if a.truncated {
-		finish = "length"
-	}
 	w.Header().Set("openai-version", "2020-10-01")
 	w.Header().Set("openai-processing-ms", "1")
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -180,18 +182,32 @@ func (openAIDialect) writeAnswer(w http.ResponseWriter, c call, a answer, _ stri
 			"index":         0,
 			"message":       map[string]any{"role": "assistant", "content": a.text, "refusal": nil, "annotations": []any{}},
 			"logprobs":      nil,
-			"finish_reason": finish,
+			"finish_reason": openAIFinishReason(a),
 		}},
-		"usage": map[string]any{
-			"prompt_tokens":             a.in,
-			"completion_tokens":         a.out,
-			"total_tokens":              a.in + a.out,
-			"prompt_tokens_details":     map[string]any{"cached_tokens": 0, "audio_tokens": 0},
-			"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
-		},
+		"usage":              openAIUsage(a),
 		"service_tier":       "default",
 		"system_fingerprint": "fp_llmsim",
 	})
+}
+
+// openAIFinishReason is "length" for an answer cut at max_tokens, else
+// "stop".
+func openAIFinishReason(a answer) string {
+	if a.truncated {
+		return "length"
+	}
+	return "stop"
+}
+
+// openAIUsage is an answer's usage object.
+func openAIUsage(a answer) map[string]any {
+	return map[string]any{
+		"prompt_tokens":             a.in,
+		"completion_tokens":         a.out,
+		"total_tokens":              a.in + a.out,
+		"prompt_tokens_details":     map[string]any{"cached_tokens": 0, "audio_tokens": 0},
+		"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+	}
 }
 
 // axisLabel names an axis the way OpenAI's rate-limit messages do.

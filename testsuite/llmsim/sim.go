@@ -186,6 +186,12 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.writeError(w, o.err, o.requestID)
 		return
 	}
+	if c.stream {
+		if sd, ok := d.(streamDialect); ok {
+			s.writeStream(w, r, sd, c, o)
+			return
+		}
+	}
 	if o.delay > 0 {
 		t := time.NewTimer(o.delay)
 		select {
@@ -205,6 +211,8 @@ type outcome struct {
 	err       *apiError
 	answer    answer
 	delay     time.Duration
+	// streamFault, when set, strikes the call's stream part-way.
+	streamFault *Fault
 }
 
 // decide runs one call through auth, lookup, faults, spend cap, context
@@ -241,21 +249,27 @@ func (s *Sim) check(d dialect, key string, c call, perr *apiError, o *outcome) *
 	if !ok {
 		return &apiError{kind: kindNotFound, model: c.model}
 	}
+	c.spec, c.input = m, m.tokens(c.chars)
 	lim := s.limiter(acct.Name, m, o.now)
 	lim.refill(o.now)
 	defer d.limitHeaders(o.header, lim, o.now)
 
 	for _, r := range s.rules {
-		if r.fire(d.provider(), c.model) {
+		if r.fire(d.provider(), c.model, c.stream) {
+			if r.midStream() {
+				// The call is answered; the rule strikes its stream.
+				f := r.Fault
+				o.streamFault = &f
+				break
+			}
 			return r.apiError(c.model)
 		}
 	}
 	if acct.SpendCapTokens > 0 && s.spent[acct.Name] >= acct.SpendCapTokens {
 		return &apiError{kind: kindSpendCap, model: c.model}
 	}
-	in := estimateTokens(c.chars)
-	if m.ContextWindow > 0 && in+c.maxTokens > m.ContextWindow {
-		return &apiError{kind: kindContextLength, model: c.model, window: m.ContextWindow, input: in, maxTokens: c.maxTokens}
+	if m.ContextWindow > 0 && c.input+c.maxTokens > m.ContextWindow {
+		return &apiError{kind: kindContextLength, model: c.model, window: m.ContextWindow, input: c.input, maxTokens: c.maxTokens}
 	}
 	if p := s.cfg.Overload.Probability; p > 0 && s.rng.Float64() < p {
 		return &apiError{kind: kindOverload, model: c.model, status: s.cfg.Overload.Status, retryAfter: s.cfg.Overload.RetryAfter}
@@ -269,6 +283,9 @@ func (s *Sim) check(d dialect, key string, c call, perr *apiError, o *outcome) *
 		return e
 	}
 	o.answer = compose(c, o.requestID)
+	if a, ok := d.(adjuster); ok {
+		lim.refund(a.adjust(c, o.answer))
+	}
 	s.spent[acct.Name] += o.answer.in + o.answer.out
 	o.delay = s.cfg.Latency.delay(s.rng)
 	return nil

@@ -1,0 +1,167 @@
+package quota
+
+import (
+	"math"
+	"strconv"
+	"time"
+)
+
+// Defaults for Calibration's zero fields.
+const (
+	// DefaultMinRatio is the lowest estimate ratio learned: a provider that
+	// counts half of what was estimated.
+	DefaultMinRatio = 0.5
+	// DefaultMaxRatio is the highest estimate ratio learned: code, JSON and
+	// non-Latin text run up to about four times characters/4.
+	DefaultMaxRatio = 4.0
+	// DefaultRatioHalfLife is how long a learned ratio takes to come halfway
+	// back to 1 when no answer refreshes it.
+	DefaultRatioHalfLife = time.Hour
+)
+
+// How a learned ratio follows its samples: at once up to a sample confirmed
+// by another (the median of the last three), slowly down to the highest of
+// the last three. Erring high costs a little goodput; erring low costs the
+// provider's 429s.
+const (
+	// ratioFall is the share of the way down to a lower sample taken per
+	// sample: 1 → 0.7 is within 1 % in 6 calls. Lower means fewer 429s from
+	// a key whose prompts alternate between sparse and dense text, and more
+	// goodput lost while a key that was charged high learns it was.
+	ratioFall = 0.5
+)
+
+// Calibration is how a Store learns, per key, the ratio between the prompt
+// tokens a provider counts and the ones estimated before the call
+// (Reservation.Prompt), and applies it to later estimates of that key. A
+// provider's tokenizer is not characters/4: prose runs 10–30 % over it, code
+// and other scripts up to four times. The zero value learns, with the
+// defaults above; the ratio lives in the store, so every replica sharing it
+// estimates alike and a restarted worker starts calibrated.
+type Calibration struct {
+	// Off charges estimates as given and learns nothing.
+	Off bool
+	// MinRatio and MaxRatio bound the ratio learned; zero means
+	// DefaultMinRatio and DefaultMaxRatio. 0 < MinRatio ≤ 1 ≤ MaxRatio.
+	MinRatio, MaxRatio float64
+	// HalfLife is how long a ratio no answer refreshes takes to come halfway
+	// back to 1; zero means DefaultRatioHalfLife.
+	HalfLife time.Duration
+}
+
+// WithDefaults returns c with its zero fields set to the defaults.
+func (c Calibration) WithDefaults() Calibration {
+	if c.MinRatio == 0 {
+		c.MinRatio = DefaultMinRatio
+	}
+	if c.MaxRatio == 0 {
+		c.MaxRatio = DefaultMaxRatio
+	}
+	if c.HalfLife == 0 {
+		c.HalfLife = DefaultRatioHalfLife
+	}
+	return c
+}
+
+// Validate reports an *InvalidError naming the first bad field of c, or nil.
+func (c Calibration) Validate() error {
+	d := c.WithDefaults()
+	ratio := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	switch {
+	case math.IsNaN(d.MinRatio) || d.MinRatio <= 0 || d.MinRatio > 1:
+		return invalid("calibration.min_ratio", ratio(c.MinRatio), "is not in (0, 1]", "use e.g. 0.5, or 0 for the default")
+	case math.IsNaN(d.MaxRatio) || math.IsInf(d.MaxRatio, 0) || d.MaxRatio < 1:
+		return invalid("calibration.max_ratio", ratio(c.MaxRatio), "is below 1 or not finite", "use e.g. 4, or 0 for the default")
+	case d.HalfLife < time.Second:
+		return invalid("calibration.half_life", c.HalfLife.String(), "is below 1s", "use e.g. 1h, or 0 for the default")
+	}
+	return nil
+}
+
+// Ratio is a key's learned estimate ratio: what its provider counts per
+// estimated prompt token. The zero value is uncalibrated (a ratio of 1).
+type Ratio struct {
+	// Value is the ratio as of At.
+	Value float64
+	// Recent are the last two samples, newest first (0: none yet).
+	Recent [2]float64
+	// At is when Value was last learned.
+	At time.Time
+}
+
+// ValueAt returns r's value at now: Value, come back toward 1 by one half for
+// every HalfLife since r was learned, within c's bounds. An unlearned Ratio
+// is 1.
+func (r Ratio) ValueAt(c Calibration, now time.Time) float64 {
+	if r.Value == 0 {
+		return 1
+	}
+	v := r.Value
+	if age := now.Sub(r.At); age > 0 {
+		v = 1 + (v-1)*math.Exp2(-float64(age)/float64(c.HalfLife))
+	}
+	return min(max(v, c.MinRatio), c.MaxRatio)
+}
+
+// Learn returns r after one sample, the provider's count over the prompt's
+// estimate, observed at now. With the last two samples (missing ones stand
+// at the current value), the ratio rises at once to their median, when that
+// is higher, and otherwise falls by ratioFall of the way to their highest,
+// when that is lower: a single wild answer, high or low, moves nothing, and
+// the ratio tracks the top of what the provider counts, not its middle.
+func (r Ratio) Learn(c Calibration, sample float64, now time.Time) Ratio {
+	cur := r.ValueAt(c, now)
+	s := min(max(sample, c.MinRatio), c.MaxRatio)
+	p1, p2 := r.Recent[0], r.Recent[1]
+	if p1 == 0 {
+		p1 = cur
+	}
+	if p2 == 0 {
+		p2 = cur
+	}
+	v := cur
+	if m := median3(s, p1, p2); m > cur {
+		v = m
+	} else if hi := max(s, p1, p2); hi < cur {
+		v = cur + ratioFall*(hi-cur)
+	}
+	if now.Before(r.At) {
+		now = r.At
+	}
+	return Ratio{Value: min(max(v, c.MinRatio), c.MaxRatio), Recent: [2]float64{s, r.Recent[0]}, At: now}
+}
+
+func median3(a, b, c float64) float64 {
+	if a > b {
+		a, b = b, a
+	}
+	if b > c {
+		b = c
+	}
+	return max(a, b)
+}
+
+// Calibrated reports whether a key's estimate ratio applies to axis: the
+// axes that count a prompt's tokens (Tokens, InputTokens, TokensPerDay).
+func (a Axis) Calibrated() bool {
+	return a == Tokens || a == InputTokens || a == TokensPerDay
+}
+
+// Calibrate returns cost with its prompt part scaled by ratio: on each axis
+// that counts the prompt (Tokens and InputTokens, charged at least prompt),
+// prompt estimated tokens become ceil(ratio × prompt). Tokens never falls
+// below OutputTokens (what a provider that counts max(max_tokens, prompt)
+// charges at least). With ratio 1 or no prompt, cost is returned as is.
+func Calibrate(cost Cost, prompt int64, ratio float64) Cost {
+	if prompt <= 0 || ratio == 1 {
+		return cost
+	}
+	scaled := int64(math.Ceil(ratio * float64(prompt)))
+	if cost.InputTokens >= prompt {
+		cost.InputTokens += scaled - prompt
+	}
+	if cost.Tokens >= prompt {
+		cost.Tokens = max(cost.Tokens+scaled-prompt, cost.OutputTokens)
+	}
+	return cost
+}
