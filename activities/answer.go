@@ -96,21 +96,29 @@ func ok2xx(r *http.Response) bool {
 }
 
 func callName(provider string) string {
-	if provider == Anthropic {
+	switch provider {
+	case Anthropic:
 		return "anthropic message"
+	case Gemini:
+		return "gemini generate content"
 	}
 	return "openai chat completion"
 }
 
+// requestIDHeader names the header that carries the provider's request id;
+// "" for Gemini, which puts its responseId in the body.
 func requestIDHeader(provider string) string {
-	if provider == Anthropic {
+	switch provider {
+	case Anthropic:
 		return "request-id"
+	case Gemini:
+		return ""
 	}
 	return "x-request-id"
 }
 
 func header(r *http.Response, name string) string {
-	if r == nil {
+	if r == nil || name == "" {
 		return ""
 	}
 	return r.Header.Get(name)

@@ -27,7 +27,8 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 }
 
 // Complete runs req on its provider: OpenAI through Chat Completions,
-// Anthropic through Messages, with the SDK's retries off.
+// Anthropic through Messages, Gemini through generateContent, with the
+// SDK's retries off.
 //
 // It streams (the SDKs' streaming APIs, assembled into the same Response)
 // when req.Stream is set, and for Anthropic also when the SDK would refuse
@@ -44,11 +45,12 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 // has no config for) fails with a non-retryable *temporal.ApplicationError of
 // type tollgate.InvalidRequest or tollgate.ProviderNotConfigured. A provider or
 // transport failure is returned as the SDK gave it, wrapped with %w, so
-// errors.As finds *openai.Error or *anthropic.Error (status, headers, body)
-// and the interceptor classifies it. A 2xx answer that holds no answer (no
-// choices, no content, a body the SDK cannot decode) fails with a
-// non-retryable *temporal.ApplicationError of type tollgate.MalformedResponse,
-// wrapping the SDK's error if there was one:
+// errors.As finds *openai.Error, *anthropic.Error (status, headers, body) or
+// genai.APIError (status and body) and the interceptor classifies it. A 2xx
+// answer that holds no answer (no choices, no content, no candidates and no
+// block reason, a body the SDK cannot decode) fails with a non-retryable
+// *temporal.ApplicationError of type tollgate.MalformedResponse, wrapping the
+// SDK's error if there was one:
 // nothing classifies such an answer, so no retry budget would bound it.
 func (a *Activities) Complete(ctx context.Context, req Request) (Response, error) {
 	if err := req.Validate(); err != nil {
@@ -65,6 +67,8 @@ func (a *Activities) Complete(ctx context.Context, req Request) (Response, error
 		resp, err = a.completeOpenAI(ctx, req, p)
 	case req.Provider == Anthropic && a.anthropic != nil:
 		resp, err = a.completeAnthropic(ctx, req, p)
+	case req.Provider == Gemini && a.gemini != nil:
+		resp, err = a.completeGemini(ctx, req)
 	default:
 		err := invalid("request.provider", req.Provider, "is not configured on this worker",
 			"set config."+req.Provider+".api_key on the worker, or send the request to a worker that has it")

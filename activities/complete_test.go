@@ -326,8 +326,9 @@ func TestCompleteRefusesBadInput(t *testing.T) {
 		field   string
 	}{
 		{"invalid request", f.acts, Request{Provider: OpenAI, Model: "gpt-4o", MaxOutputTokens: 10}, tollgate.InvalidRequest, "request.messages"},
-		{"unknown provider", f.acts, Request{Provider: "gemini", Model: "x", Messages: []Message{{Role: RoleUser, Content: "x"}}, MaxOutputTokens: 1}, tollgate.InvalidRequest, "request.provider"},
+		{"unknown provider", f.acts, Request{Provider: "mistral", Model: "x", Messages: []Message{{Role: RoleUser, Content: "x"}}, MaxOutputTokens: 1}, tollgate.InvalidRequest, "request.provider"},
 		{"provider not configured", onlyOpenAI, chat(Anthropic, "claude-haiku-4-5", "hi"), tollgate.ProviderNotConfigured, "request.provider"},
+		{"gemini not configured", f.acts, chat(Gemini, "gemini-2.5-flash", "hi"), tollgate.ProviderNotConfigured, "request.provider"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.acts.Complete(context.Background(), tc.req)

@@ -10,12 +10,14 @@ import (
 	anthropicoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	openaioption "github.com/openai/openai-go/v3/option"
+	"google.golang.org/genai"
 )
 
 // Default base URLs, used when a ProviderConfig's BaseURL is empty.
 const (
 	DefaultOpenAIBaseURL    = "https://api.openai.com/v1/"
 	DefaultAnthropicBaseURL = "https://api.anthropic.com/"
+	DefaultGeminiBaseURL    = "https://generativelanguage.googleapis.com/"
 )
 
 // ProviderConfig is how the worker reaches one provider. A zero
@@ -26,20 +28,21 @@ type ProviderConfig struct {
 	// set. It is sent only to BaseURL and never logged.
 	APIKey string
 	// BaseURL is the API's root: OpenAI's includes /v1 (e.g.
-	// "http://127.0.0.1:8089/v1/"), Anthropic's does not. Empty means the
-	// provider's public API. Environment variables (OPENAI_BASE_URL,
-	// ANTHROPIC_BASE_URL) are not consulted.
+	// "http://127.0.0.1:8089/v1/"), Anthropic's and Gemini's do not (the
+	// Gemini SDK adds /v1beta). Empty means the provider's public API.
+	// Environment variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL,
+	// GOOGLE_GEMINI_BASE_URL) are not consulted.
 	BaseURL string
 	// HTTPClient sends the requests; nil means a client using
 	// http.DefaultTransport. It is copied, not modified: its Transport is
 	// wrapped to record responses into the call's classify.Recorder.
 	HTTPClient *http.Client
 	// Timeout bounds each HTTP request, a stream's whole body included;
-	// zero means the SDK's default (none for OpenAI beyond the activity's
-	// context; Anthropic's computed non-streaming timeout). For Anthropic a
-	// non-zero Timeout lifts the SDK's refusal of non-streaming calls that
-	// may take over ten minutes, so Complete no longer streams those
-	// unless Request.Stream asks.
+	// zero means the SDK's default (none for OpenAI and Gemini beyond the
+	// activity's context; Anthropic's computed non-streaming timeout). For
+	// Anthropic a non-zero Timeout lifts the SDK's refusal of non-streaming
+	// calls that may take over ten minutes, so Complete no longer streams
+	// those unless Request.Stream asks.
 	Timeout time.Duration
 	// Organization (OpenAI only) is sent as OpenAI-Organization, for a key
 	// that belongs to several organizations; empty sends none. The
@@ -77,7 +80,7 @@ func (p ProviderConfig) validate(name string) error {
 		case f.value == "":
 		case name != OpenAI:
 			return invalid("config."+name+"."+f.field, f.value, "is set for "+name,
-				"only OpenAI takes an organization or project; leave it empty (an Anthropic key belongs to one workspace)")
+				"only OpenAI takes an organization or project; leave it empty (an Anthropic key belongs to one workspace, a Gemini key to one Google Cloud project)")
 		case !validHeaderValue(f.value):
 			return invalid("config."+name+"."+f.field, f.value, "has spaces at its ends or control characters",
 				"set the bare id, e.g. "+f.example)
@@ -121,6 +124,8 @@ func (p ProviderConfig) httpClient() *http.Client {
 type Config struct {
 	OpenAI    ProviderConfig
 	Anthropic ProviderConfig
+	// Gemini is the Gemini API (API-key authentication, not Vertex AI).
+	Gemini ProviderConfig
 }
 
 // Activities runs LLM calls. Build it with New and register it once per
@@ -128,18 +133,19 @@ type Config struct {
 type Activities struct {
 	openai    *openai.ChatCompletionService
 	anthropic *anthropic.Client
+	gemini    *genai.Models
 }
 
 // New builds one SDK client per configured provider, with the SDK's retries
 // off and a transport that records responses for the interceptor. The
-// clients are configured by cfg alone: neither SDK reads its environment
+// clients are configured by cfg alone: no SDK reads its environment
 // variables (OPENAI_BASE_URL, OPENAI_ORG_ID, OPENAI_CUSTOM_HEADERS,
-// ANTHROPIC_BASE_URL, …). It returns an *InvalidRequestError naming the bad
-// field of cfg.
+// ANTHROPIC_BASE_URL, GEMINI_API_KEY, GOOGLE_GEMINI_BASE_URL, …). It returns
+// an *InvalidRequestError naming the bad field of cfg.
 func New(cfg Config) (*Activities, error) {
 	a := &Activities{}
-	if !cfg.OpenAI.configured() && !cfg.Anthropic.configured() {
-		return nil, invalid("config", "", "configures no provider", "set config.openai or config.anthropic (at least api_key)")
+	if !cfg.OpenAI.configured() && !cfg.Anthropic.configured() && !cfg.Gemini.configured() {
+		return nil, invalid("config", "", "configures no provider", "set config.openai, config.anthropic or config.gemini (at least api_key)")
 	}
 	if p := cfg.OpenAI; p.configured() {
 		if err := p.validate(OpenAI); err != nil {
@@ -191,6 +197,16 @@ func New(cfg Config) (*Activities, error) {
 		}
 		c := anthropic.NewClient(opts...)
 		a.anthropic = &c
+	}
+	if p := cfg.Gemini; p.configured() {
+		if err := p.validate(Gemini); err != nil {
+			return nil, err
+		}
+		m, err := newGemini(p)
+		if err != nil {
+			return nil, err
+		}
+		a.gemini = m
 	}
 	return a, nil
 }

@@ -1,13 +1,15 @@
 // Package activities holds Tollgate's LLM activities: a provider-neutral
 // Request and Response, and Activities.Complete, which runs a Request through
-// the official OpenAI (Chat Completions) or Anthropic (Messages) Go SDK.
+// the official OpenAI (Chat Completions), Anthropic (Messages) or Gemini
+// (google.golang.org/genai, the Gemini API's generateContent) Go SDK.
 //
 // The SDKs' own retries are off: Temporal and the Tollgate interceptor own
 // retrying. Every HTTP response the SDKs receive, success or failure, has its
 // status and headers recorded into the classify.Recorder carried by the
 // activity's context (see classify.NewContext), so the interceptor learns the
 // provider's limits from every call. SDK errors are returned as they are
-// (wrapped with %w), so errors.As finds *openai.Error and *anthropic.Error.
+// (wrapped with %w), so errors.As finds *openai.Error, *anthropic.Error and
+// genai.APIError.
 //
 // A Request may stream (Request.Stream; an Anthropic call the SDK would
 // refuse without streaming always does): the SDKs' streaming APIs are
@@ -18,8 +20,8 @@
 //
 // A Request is a quota.Governed input: QuotaCharge gives its key and an
 // estimated cost from the provider's estimator (EstimateOpenAI,
-// EstimateAnthropic). A Response is a quota.Metered result: QuotaUsage gives
-// what the call actually used.
+// EstimateAnthropic, EstimateGemini). A Response is a quota.Metered result:
+// QuotaUsage gives what the call actually used.
 //
 // API keys come only from Config, on the worker; they are never part of a
 // Request (inputs are stored in workflow history) and never logged.

@@ -30,3 +30,14 @@ func EstimateAnthropic(characters, maxOutputTokens int64) quota.Cost {
 	in, out := EstimateTokens(characters), max(maxOutputTokens, 0)
 	return quota.Cost{Requests: 1, Tokens: in + out, InputTokens: in, OutputTokens: out}
 }
+
+// EstimateGemini is what Gemini charges a generateContent call: one request,
+// and ceil(characters/4) input tokens against tokens per minute, which
+// Gemini counts from the prompt alone. Tokens and InputTokens are those
+// input tokens. Gemini meters no output per minute, so no output is charged
+// up front (maxOutputTokens is unused): the answer's tokens are settled from
+// its usage, and calibration scales the prompt's estimate alone.
+func EstimateGemini(characters, maxOutputTokens int64) quota.Cost {
+	in := EstimateTokens(characters)
+	return quota.Cost{Requests: 1, Tokens: in, InputTokens: in}
+}

@@ -15,6 +15,8 @@ const (
 	OpenAI = "openai"
 	// Anthropic runs requests through the Messages API.
 	Anthropic = "anthropic"
+	// Gemini runs requests through the Gemini API's generateContent.
+	Gemini = "gemini"
 )
 
 // The roles a Message may have. The system prompt is Request.System, not a
@@ -36,7 +38,7 @@ type Message struct {
 // It is stored in workflow history (Temporal's JSON data converter), so it
 // holds no secrets: the API key comes from the worker's Config.
 type Request struct {
-	// Provider is OpenAI or Anthropic. Required.
+	// Provider is OpenAI, Anthropic or Gemini. Required.
 	Provider string `json:"provider"`
 	// Account names the provider account whose limits the call is metered
 	// against (a quota.Key's Account); empty means the default account. The
@@ -49,11 +51,11 @@ type Request struct {
 	// Messages is the conversation, oldest first. At least one is required.
 	Messages []Message `json:"messages"`
 	// MaxOutputTokens bounds the answer (OpenAI max_completion_tokens,
-	// Anthropic max_tokens). Required, positive: the cost estimate is built
-	// from it.
+	// Anthropic max_tokens, Gemini maxOutputTokens). Required, positive: the
+	// cost estimate is built from it.
 	MaxOutputTokens int64 `json:"max_output_tokens"`
 	// Temperature is the sampling temperature; nil leaves the provider's
-	// default. OpenAI accepts [0, 2], Anthropic [0, 1].
+	// default. OpenAI and Gemini accept [0, 2], Anthropic [0, 1].
 	Temperature *float64 `json:"temperature,omitempty"`
 	// Tenant, when set, meters the call under a tenant's own budget inside
 	// the account's (a quota.Key's Tenant).
@@ -77,11 +79,11 @@ var _ quota.Governed = Request{}
 // or nil.
 func (r Request) Validate() error {
 	switch r.Provider {
-	case OpenAI, Anthropic:
+	case OpenAI, Anthropic, Gemini:
 	case "":
-		return invalid("request.provider", "", "is empty", `set "openai" or "anthropic"`)
+		return invalid("request.provider", "", "is empty", `set "openai", "anthropic" or "gemini"`)
 	default:
-		return invalid("request.provider", r.Provider, "is not a supported provider", `use "openai" or "anthropic"`)
+		return invalid("request.provider", r.Provider, "is not a supported provider", `use "openai", "anthropic" or "gemini"`)
 	}
 	if r.Model == "" {
 		return invalid("request.model", "", "is empty", `set the provider's model id, e.g. "gpt-4o"`)
@@ -99,6 +101,10 @@ func (r Request) Validate() error {
 		return invalid("request.max_output_tokens", strconv.FormatInt(r.MaxOutputTokens, 10), "must be positive",
 			"bound the answer, e.g. 1024; the cost estimate is built from it")
 	}
+	if r.Provider == Gemini && r.MaxOutputTokens > math.MaxInt32 {
+		return invalid("request.max_output_tokens", strconv.FormatInt(r.MaxOutputTokens, 10), "is more than Gemini's maxOutputTokens can hold",
+			"use the model's output limit, e.g. 8192 or 65536")
+	}
 	if t := r.Temperature; t != nil {
 		hi := maxTemperature(r.Provider)
 		if math.IsNaN(*t) || *t < 0 || *t > hi {
@@ -113,7 +119,7 @@ func (r Request) Validate() error {
 }
 
 // maxTemperature is the highest sampling temperature the provider accepts:
-// 2 for OpenAI Chat Completions, 1 for Anthropic Messages.
+// 2 for OpenAI Chat Completions and Gemini, 1 for Anthropic Messages.
 func maxTemperature(provider string) float64 {
 	if provider == Anthropic {
 		return 1
@@ -153,6 +159,8 @@ func (r Request) QuotaCharge() (quota.Charge, error) {
 		cost = EstimateOpenAI(r.Characters(), r.MaxOutputTokens)
 	case Anthropic:
 		cost = EstimateAnthropic(r.Characters(), r.MaxOutputTokens)
+	case Gemini:
+		cost = EstimateGemini(r.Characters(), r.MaxOutputTokens)
 	}
 	// The prompt's part is characters/4, which the store calibrates to
 	// what the provider's tokenizer was seen to count.
@@ -174,9 +182,11 @@ func (r Request) WithModel(provider, model string) Request {
 // Usage is what a call used, from the provider's usage block.
 type Usage struct {
 	// InputTokens is the prompt's tokens (for Anthropic, including tokens
-	// written to the prompt cache).
+	// written to the prompt cache; for Gemini, including tool-use prompt
+	// tokens).
 	InputTokens int64 `json:"input_tokens"`
-	// OutputTokens is the answer's tokens.
+	// OutputTokens is the answer's tokens (for Gemini, including thinking
+	// tokens, which are billed as output).
 	OutputTokens int64 `json:"output_tokens"`
 }
 
@@ -185,7 +195,8 @@ type Response struct {
 	// Text is the answer's text (Anthropic text blocks joined).
 	Text string `json:"text"`
 	// FinishReason is the provider's own: OpenAI "stop", "length", …;
-	// Anthropic "end_turn", "max_tokens", ….
+	// Anthropic "end_turn", "max_tokens", …; Gemini "STOP", "MAX_TOKENS", …,
+	// or the prompt's block reason when Gemini answered with no candidate.
 	FinishReason string `json:"finish_reason"`
 	// Usage is what the call used.
 	Usage Usage `json:"usage"`
@@ -194,12 +205,13 @@ type Response struct {
 	// Model is the model that answered, as the provider reported it.
 	Model string `json:"model"`
 	// RequestID is the provider's request id (OpenAI x-request-id,
-	// Anthropic request-id), for support tickets.
+	// Anthropic request-id, Gemini responseId), for support tickets.
 	RequestID string `json:"request_id,omitempty"`
 	// RateLimitTokens, when positive, is what the provider counted against
 	// its tokens-per-minute limit, where that is not the usage: OpenAI
 	// counts its up-front estimate, the larger of max_tokens and the
-	// prompt's tokens, and does not correct it afterwards.
+	// prompt's tokens, and does not correct it afterwards; Gemini counts
+	// the prompt's tokens only.
 	RateLimitTokens int64 `json:"rate_limit_tokens,omitempty"`
 }
 

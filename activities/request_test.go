@@ -97,7 +97,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		field string
 	}{
 		{"no provider", func(r *Request) { r.Provider = "" }, "request.provider"},
-		{"unknown provider", func(r *Request) { r.Provider = "gemini" }, "request.provider"},
+		{"unknown provider", func(r *Request) { r.Provider = "mistral" }, "request.provider"},
 		{"no model", func(r *Request) { r.Model = "" }, "request.model"},
 		{"no messages", func(r *Request) { r.Messages = nil }, "request.messages"},
 		{"system role", func(r *Request) { r.Messages = []Message{{Role: "system", Content: "x"}} }, "request.messages[0].role"},

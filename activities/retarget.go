@@ -13,9 +13,9 @@ var _ tollgate.Retargetable = Request{}
 // does not speak is an error naming it.
 func (r Request) Retarget(t tollgate.Target) (any, error) {
 	switch t.Provider {
-	case OpenAI, Anthropic:
+	case OpenAI, Anthropic, Gemini:
 	default:
-		return nil, fmt.Errorf("activities: fallback target %q: provider %q is not one of %q, %q", t, t.Provider, OpenAI, Anthropic)
+		return nil, fmt.Errorf("activities: fallback target %q: provider %q is not one of %q, %q, %q", t, t.Provider, OpenAI, Anthropic, Gemini)
 	}
 	moved := r.WithModel(t.Provider, t.Model)
 	moved.Account = t.Account

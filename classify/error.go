@@ -29,6 +29,9 @@ import (
 //     is classified by its body alone, like its HTTP twin: an
 //     overloaded_error is Overloaded, an insufficient_quota a SpendCap. It
 //     carries no Retry-After (its headers went out with the 200).
+//   - genai.APIError (google.golang.org/genai, the Gemini SDK) is classified
+//     from its Code and the google.rpc.Status it decoded (message, status,
+//     details: the RetryInfo and QuotaFailure), having no headers.
 //   - context.Canceled is Canceled; context.DeadlineExceeded, net timeouts,
 //     connection resets and refusals, io.ErrUnexpectedEOF, io.EOF and other
 //     *net.OpError and *net.DNSError failures are Transient, with a fixed
@@ -59,6 +62,10 @@ func (c Classifier) Error(err error, now time.Time) Verdict {
 	var se *ssestream.StreamError
 	if errors.As(err, &se) && se != nil {
 		return c.Response(0, nil, se.Event.Data, now)
+	}
+	if status, body, ok := geminiError(err); ok {
+		// The SDK keeps no headers: Gemini's hints are all in the body.
+		return c.sdkVerdict(status, nil, body, now)
 	}
 	if class, why, ok := transportClass(err); ok {
 		return Verdict{Class: class, Retryable: class.Retryable(), Reason: why}

@@ -249,6 +249,14 @@ var geminiCases = []payloadCase{
 		class: classify.RateLimited, retryable: true, retryAfter: 500 * time.Millisecond, hasRetryAfter: true, code: "RESOURCE_EXHAUSTED",
 	},
 	{
+		// The project's prepaid balance is spent: the status of a rate
+		// limit, a message that says otherwise, and no reset time (a human
+		// must top it up). discuss.ai.google.dev threads, June 2026.
+		name: "gemini/429 RESOURCE_EXHAUSTED prepayment credits depleted", status: 429,
+		body:  `{"error":{"code":429,"message":"Your prepayment credits are depleted. Please go to AI Studio at https://ai.studio/projects to manage your project and billing.","status":"RESOURCE_EXHAUSTED"}}`,
+		class: classify.SpendCap, code: "RESOURCE_EXHAUSTED",
+	},
+	{
 		name: "gemini/503 UNAVAILABLE", status: 503,
 		body:  `{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}`,
 		class: classify.Overloaded, retryable: true, code: "UNAVAILABLE",
@@ -352,7 +360,7 @@ func TestPayloadsCoverEveryClass(t *testing.T) {
 	}{
 		{"openai", openAICases, []classify.Class{classify.RateLimited, classify.Overloaded, classify.SpendCap, classify.Transient, classify.ContextTooLong, classify.BadRequest, classify.Auth, classify.NotFound}},
 		{"anthropic", anthropicCases, []classify.Class{classify.RateLimited, classify.Overloaded, classify.SpendCap, classify.Transient, classify.ContextTooLong, classify.BadRequest, classify.Auth, classify.NotFound}},
-		{"gemini", geminiCases, []classify.Class{classify.RateLimited, classify.Overloaded, classify.DailyQuota, classify.Transient, classify.ContextTooLong, classify.BadRequest, classify.Auth, classify.NotFound}},
+		{"gemini", geminiCases, []classify.Class{classify.RateLimited, classify.Overloaded, classify.SpendCap, classify.DailyQuota, classify.Transient, classify.ContextTooLong, classify.BadRequest, classify.Auth, classify.NotFound}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			seen := map[classify.Class]bool{}

@@ -92,13 +92,17 @@ var textRules = [...]struct {
 }
 
 // class decides what p says, in order of trust: the Gemini daily-quota
-// violation, a specific code, the message, a generic type. ok is false when
+// violation, Gemini's spend-cap message, a specific code, the message, a
+// generic type. ok is false when
 // the body says nothing usable.
 func (p problem) class() (c Class, ok bool) {
 	if p.dailyQuota != "" {
 		return DailyQuota, true
 	}
 	code, kind := strings.ToLower(p.code), strings.ToLower(p.kind)
+	if geminiSpendCap(kind, p.message) {
+		return SpendCap, true
+	}
 	if c, ok := specificCodes[code]; ok {
 		return c, true
 	}

@@ -81,6 +81,7 @@ func (e *env) activities() *activities.Activities {
 	a, err := activities.New(activities.Config{
 		OpenAI:    activities.ProviderConfig{APIKey: apiKey, BaseURL: e.simURL + "/v1/"},
 		Anthropic: activities.ProviderConfig{APIKey: apiKey, BaseURL: e.simURL},
+		Gemini:    activities.ProviderConfig{APIKey: apiKey, BaseURL: e.simURL},
 	})
 	require.NoError(e.t, err)
 	return a

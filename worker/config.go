@@ -12,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/quota/failover"
 )
 
@@ -74,16 +75,20 @@ type Config struct {
 	// when it runs one.)
 	Policies string
 
-	// OpenAIAPIKey (OPENAI_API_KEY) and AnthropicAPIKey (ANTHROPIC_API_KEY)
-	// are the providers' keys. They are never logged. A provider whose key
-	// is empty is not configured: its calls fail (HasProviderKey).
+	// OpenAIAPIKey (OPENAI_API_KEY), AnthropicAPIKey (ANTHROPIC_API_KEY)
+	// and GeminiAPIKey (GEMINI_API_KEY, a Gemini API key) are the
+	// providers' keys. They are never logged. A provider whose key is empty
+	// is not configured: its calls fail (HasProviderKey).
 	OpenAIAPIKey    string
 	AnthropicAPIKey string
-	// OpenAIBaseURL (OPENAI_BASE_URL, including /v1/) and AnthropicBaseURL
-	// (ANTHROPIC_BASE_URL) point a provider elsewhere, e.g. at a standalone
-	// llmsim. Empty means the provider's public API.
+	GeminiAPIKey    string
+	// OpenAIBaseURL (OPENAI_BASE_URL, including /v1/), AnthropicBaseURL
+	// (ANTHROPIC_BASE_URL) and GeminiBaseURL (GEMINI_BASE_URL, without
+	// /v1beta) point a provider elsewhere, e.g. at a standalone llmsim.
+	// Empty means the provider's public API.
 	OpenAIBaseURL    string
 	AnthropicBaseURL string
+	GeminiBaseURL    string
 	// OpenAIOrganization (OPENAI_ORG_ID) and OpenAIProject
 	// (OPENAI_PROJECT_ID) are sent as OpenAI-Organization and
 	// OpenAI-Project, for a key that belongs to several. Empty sends none.
@@ -127,6 +132,8 @@ func (c *Config) settings() []setting {
 		{env: "OPENAI_PROJECT_ID", str: &c.OpenAIProject, usage: "OpenAI project id sent with each call"},
 		{env: "ANTHROPIC_API_KEY", str: &c.AnthropicAPIKey, usage: "Anthropic API key (prefer the environment variable: flags show in ps)"},
 		{env: "ANTHROPIC_BASE_URL", str: &c.AnthropicBaseURL, usage: "Anthropic base URL"},
+		{env: "GEMINI_API_KEY", str: &c.GeminiAPIKey, usage: "Gemini API key (prefer the environment variable: flags show in ps)"},
+		{env: "GEMINI_BASE_URL", str: &c.GeminiBaseURL, usage: "Gemini API base URL, without /v1beta"},
 		{env: "METRICS_ADDR", str: &c.MetricsAddr, usage: "listen address of /metrics, or off (default " + DefaultMetricsAddr + ")"},
 		{env: "OTEL_EXPORTER_OTLP_ENDPOINT", str: &c.OTLPEndpoint, usage: "OTLP/gRPC endpoint for traces, e.g. http://collector:4317"},
 		{env: "LOG_LEVEL", str: &c.LogLevel, usage: "debug, info, warn or error (default info)"},
@@ -336,7 +343,9 @@ func (c Config) WithDefaults() Config {
 // HasProviderKey reports whether any provider's API key is set. With none,
 // every governed call would fail: cmd/worker then runs its simulator and
 // points the providers at it.
-func (c Config) HasProviderKey() bool { return c.OpenAIAPIKey != "" || c.AnthropicAPIKey != "" }
+func (c Config) HasProviderKey() bool {
+	return c.OpenAIAPIKey != "" || c.AnthropicAPIKey != "" || c.GeminiAPIKey != ""
+}
 
 // Validate reports a *ConfigError naming the first bad field of c, or nil. It
 // checks the form of every field and reads the policies file; it contacts
@@ -388,18 +397,23 @@ func (c Config) Validate() error {
 		return &ConfigError{Env: "STORE_FAILURE", Value: c.StoreFailure, Problem: "is set but REDIS_URL is empty",
 			Fix: "set REDIS_URL (the memory store cannot fail), or unset STORE_FAILURE"}
 	}
-	for _, u := range []struct{ env, v string }{{"OPENAI_BASE_URL", c.OpenAIBaseURL}, {"ANTHROPIC_BASE_URL", c.AnthropicBaseURL}} {
+	for _, u := range []struct{ env, v, example string }{
+		{"OPENAI_BASE_URL", c.OpenAIBaseURL, activities.DefaultOpenAIBaseURL},
+		{"ANTHROPIC_BASE_URL", c.AnthropicBaseURL, activities.DefaultAnthropicBaseURL},
+		{"GEMINI_BASE_URL", c.GeminiBaseURL, activities.DefaultGeminiBaseURL},
+	} {
 		if u.v == "" {
 			continue
 		}
 		p, err := url.Parse(u.v)
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return &ConfigError{Env: u.env, Value: u.v, Problem: "is not an http(s) URL", Fix: `use e.g. "https://api.openai.com/v1/", or leave it empty`, Err: err}
+			return &ConfigError{Env: u.env, Value: u.v, Problem: "is not an http(s) URL", Fix: `use e.g. "` + u.example + `", or leave it empty`, Err: err}
 		}
 	}
 	for _, k := range []struct{ key, url, keyEnv, urlEnv string }{
 		{c.OpenAIAPIKey, c.OpenAIBaseURL, "OPENAI_API_KEY", "OPENAI_BASE_URL"},
 		{c.AnthropicAPIKey, c.AnthropicBaseURL, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
+		{c.GeminiAPIKey, c.GeminiBaseURL, "GEMINI_API_KEY", "GEMINI_BASE_URL"},
 	} {
 		if k.key == "" && k.url != "" {
 			return &ConfigError{Env: k.keyEnv, Value: "", Problem: "is empty but " + k.urlEnv + " is set",

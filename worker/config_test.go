@@ -48,6 +48,15 @@ func TestLoadConfigFlagsWinOverEnvironment(t *testing.T) {
 	require.True(t, cfg.HasProviderKey())
 }
 
+// A Gemini key alone is a provider key, like any other provider's.
+func TestLoadConfigGemini(t *testing.T) {
+	cfg, err := LoadConfig(nil, envOf(map[string]string{"GEMINI_API_KEY": "AIza-env", "GEMINI_BASE_URL": "http://127.0.0.1:8089"}), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "AIza-env", cfg.GeminiAPIKey)
+	require.Equal(t, "http://127.0.0.1:8089", cfg.GeminiBaseURL)
+	require.True(t, cfg.HasProviderKey())
+}
+
 func TestLoadConfigHelp(t *testing.T) {
 	_, err := LoadConfig([]string{"-h"}, envOf(nil), io.Discard)
 	require.ErrorIs(t, err, flag.ErrHelp)
@@ -100,6 +109,12 @@ func TestLoadConfigRejectsEachBadField(t *testing.T) {
 			"OPENAI_API_KEY", "OPENAI_BASE_URL is set", "set the key"},
 		{"anthropic key with a trailing newline", map[string]string{"ANTHROPIC_API_KEY": "sk-ant\n"}, nil,
 			"ANTHROPIC_API_KEY", "trailing spaces", "copy-paste"},
+		{"gemini base url without a key", map[string]string{"GEMINI_BASE_URL": "http://127.0.0.1:8089"}, nil,
+			"GEMINI_API_KEY", "GEMINI_BASE_URL is set", "set the key"},
+		{"gemini key with a trailing space", nil, []string{"-gemini-api-key", "AIza "},
+			"GEMINI_API_KEY", "trailing spaces", "copy-paste"},
+		{"gemini base url not http", map[string]string{"GEMINI_API_KEY": "k", "GEMINI_BASE_URL": "generativelanguage.googleapis.com"}, nil,
+			"GEMINI_BASE_URL", "is not an http(s) URL", "leave it empty"},
 		{"wait in workflow not a boolean", map[string]string{"WAIT_IN_WORKFLOW": "yes please"}, nil,
 			"WAIT_IN_WORKFLOW", "is not true or false", "use true or false"},
 		{"openai organization without a key", map[string]string{"OPENAI_ORG_ID": "org-1"}, nil,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"time"
+	_ "time/tzdata" // a policy's zone (Gemini's America/Los_Angeles) loads on any host, distroless or scratch images included
 
 	"go.yaml.in/yaml/v3"
 

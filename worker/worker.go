@@ -47,7 +47,7 @@ func Start(ctx context.Context, cfg Config, b Budgets, logger *slog.Logger) (w *
 		return nil, err
 	}
 	if !cfg.HasProviderKey() {
-		return nil, &ConfigError{Env: "OPENAI_API_KEY", Problem: "is empty, and so is ANTHROPIC_API_KEY",
+		return nil, &ConfigError{Env: "OPENAI_API_KEY", Problem: "is empty, and so are ANTHROPIC_API_KEY and GEMINI_API_KEY",
 			Fix: "set the API key of at least one provider (cmd/worker runs its simulator when none is set)"}
 	}
 	cfg = cfg.WithDefaults()
@@ -167,6 +167,10 @@ func (w *Worker) providers() (*activities.Activities, error) {
 	if cfg.AnthropicAPIKey != "" {
 		ac.Anthropic = activities.ProviderConfig{APIKey: cfg.AnthropicAPIKey, BaseURL: cfg.AnthropicBaseURL}
 		w.logger.Info("providers: Anthropic (key set)", "base_url", orDefault(cfg.AnthropicBaseURL, activities.DefaultAnthropicBaseURL))
+	}
+	if cfg.GeminiAPIKey != "" {
+		ac.Gemini = activities.ProviderConfig{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL}
+		w.logger.Info("providers: Gemini (key set)", "base_url", orDefault(cfg.GeminiBaseURL, activities.DefaultGeminiBaseURL))
 	}
 	a, err := activities.New(ac)
 	if err != nil {

@@ -61,7 +61,7 @@ func TestStartSaysWhatIsMissing(t *testing.T) {
 	var ce *ConfigError
 	require.True(t, errors.As(err, &ce), "got %T: %v", err, err)
 	require.Equal(t, "OPENAI_API_KEY", ce.Env)
-	require.ErrorContains(t, err, "ANTHROPIC_API_KEY")
+	require.ErrorContains(t, err, "ANTHROPIC_API_KEY and GEMINI_API_KEY")
 
 	dev, err := devserver.Start(devserver.Options{})
 	require.NoError(t, err)

@@ -67,6 +67,7 @@ func startApp(ctx context.Context, cfg config, logger *slog.Logger) (a *app, err
 		}
 		wc.OpenAIAPIKey, wc.OpenAIBaseURL = simOpenAIKey, url+"/v1/"
 		wc.AnthropicAPIKey, wc.AnthropicBaseURL = simAnthropicKey, url
+		wc.GeminiAPIKey, wc.GeminiBaseURL = simGeminiKey, url
 	}
 	if a.w, err = worker.Start(ctx, wc, budgets, logger); err != nil {
 		return a, err
@@ -149,7 +150,7 @@ func (a *app) startSim(profile llmsim.Config) (string, error) {
 			a.logger.Error("simulator stopped", "error", err)
 		}
 	}()
-	a.logger.Info("providers: simulated by llmsim in-process (no OPENAI_API_KEY or ANTHROPIC_API_KEY), serving "+cfg.simProfileName(),
+	a.logger.Info("providers: simulated by llmsim in-process (no OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY), serving "+cfg.simProfileName(),
 		"url", url, "models", simModels(profile))
 	return url, nil
 }

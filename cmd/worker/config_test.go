@@ -41,7 +41,7 @@ func TestLoadConfigReadsTheCommandsSettings(t *testing.T) {
 func TestLoadConfigRejectsEachBadSetting(t *testing.T) {
 	dir := t.TempDir()
 	badSim := filepath.Join(dir, "sim.yaml")
-	require.NoError(t, os.WriteFile(badSim, []byte("models:\n  - provider: gemini\n    name: gemini-2.0-flash\n"), 0o600))
+	require.NoError(t, os.WriteFile(badSim, []byte("models:\n  - provider: mistral\n    name: mistral-large\n"), 0o600))
 	for _, tc := range []struct {
 		name    string
 		env     map[string]string

@@ -30,6 +30,11 @@ type plan struct {
 	// Capped workflows talk to the model whose account hits its spend cap:
 	// the key closes and the rest of their calls fall back.
 	Capped int
+	// Gemini workflows talk to the Gemini model whose project has only
+	// simGeminiRequestsPerDay requests left today: Gemini's per-day
+	// 429 closes the key until midnight America/Los_Angeles, and the rest of
+	// their calls fall back to the OpenAI backup.
+	Gemini int
 	// Turns is each agent's number of LLM calls; MaxOutputTokens bounds
 	// each answer.
 	Turns           int
@@ -38,14 +43,16 @@ type plan struct {
 	Timeout time.Duration
 }
 
-// defaultPlan is `go run ./cmd/worker demo`: 48 three-turn agents, 144
+// defaultPlan is `go run ./cmd/worker demo`: 54 three-turn agents, 162
 // calls, of which 108 compete for 57 requests a minute on the primary. The
-// primary's bucket starts full, so the run lasts about a minute.
+// primary's bucket starts full, so the run lasts about a minute; the Gemini
+// agents' 18 calls meet their project's last 10 requests of the day a third
+// of the way in.
 func defaultPlan() plan {
-	return plan{Primary: 36, Flaky: 6, FlakyAfter: 6, Capped: 6, Turns: 3, MaxOutputTokens: 128, Timeout: 5 * time.Minute}
+	return plan{Primary: 36, Flaky: 6, FlakyAfter: 6, Capped: 6, Gemini: 6, Turns: 3, MaxOutputTokens: 128, Timeout: 5 * time.Minute}
 }
 
-func (p plan) workflows() int { return p.Primary + p.Flaky + p.Capped }
+func (p plan) workflows() int { return p.Primary + p.Flaky + p.Capped + p.Gemini }
 
 // job is one agent workflow of the demo.
 type job struct {
@@ -83,14 +90,17 @@ func (p plan) jobs(run string) []job {
 	add(p.Primary, "primary", activities.OpenAI, simPrimary)
 	add(p.Flaky, "flaky", activities.OpenAI, simFlaky)
 	add(p.Capped, "capped", activities.Anthropic, simCapped)
+	add(p.Gemini, "gemini", activities.Gemini, simGemini)
 	return js
 }
 
 // tally counts workflow outcomes as they arrive.
 type tally struct {
 	completed, failed, backupTurns atomic.Int64
-	mu                             sync.Mutex
-	errors                         []string
+	// geminiBackupTurns is the part of backupTurns from Gemini agents.
+	geminiBackupTurns atomic.Int64
+	mu                sync.Mutex
+	errors            []string
 }
 
 func (t *tally) done() int64 { return t.completed.Load() + t.failed.Load() }
@@ -104,6 +114,7 @@ func runDemo(ctx context.Context, cfg config, p plan, out, errOut io.Writer, tty
 	if !cfg.simulated() {
 		logger.Info("demo: runs on the simulated providers only; ignoring the API keys and base URLs")
 		cfg.OpenAIAPIKey, cfg.AnthropicAPIKey, cfg.OpenAIBaseURL, cfg.AnthropicBaseURL = "", "", "", ""
+		cfg.GeminiAPIKey, cfg.GeminiBaseURL = "", ""
 	}
 	if cfg.Policies != "" {
 		logger.Info("demo: uses the simulator's default policies; ignoring POLICIES", "file", cfg.Policies)
@@ -163,6 +174,9 @@ func runDemo(ctx context.Context, cfg config, p plan, out, errOut io.Writer, tty
 			for _, turn := range res.Turns {
 				if turn.Model != j.input.Model {
 					t.backupTurns.Add(1)
+					if j.role == "gemini" {
+						t.geminiBackupTurns.Add(1)
+					}
 				}
 			}
 			t.completed.Add(1)
@@ -196,9 +210,10 @@ loop:
 }
 
 // verdict checks the run against the design: every workflow completed, the
-// primary (governed by a policy matching its limit) never answered 429, and
-// each reactive layer showed itself at least once.
-func verdict(n int, st interceptor.Stats, t *tally, primary429 int64) []string {
+// primary (governed by a policy matching its limit) never answered 429, each
+// reactive layer showed itself at least once, and the Gemini key was closed
+// until midnight in Los Angeles by its daily quota.
+func verdict(n int, st interceptor.Stats, t *tally, primary429 int64, dailyClosed bool) []string {
 	var bad []string
 	if c := t.completed.Load(); c != int64(n) {
 		bad = append(bad, fmt.Sprintf("completed=%d, want every one of the %d workflows", c, n))
@@ -214,6 +229,9 @@ func verdict(n int, st interceptor.Stats, t *tally, primary429 int64) []string {
 	}
 	if st.SpendCapped < 1 {
 		bad = append(bad, "no spend cap was reached")
+	}
+	if !dailyClosed {
+		bad = append(bad, "the Gemini key is not closed until midnight America/Los_Angeles by its daily quota")
 	}
 	return bad
 }

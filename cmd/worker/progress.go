@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tollgate/tollgate/activities"
+	"github.com/tollgate/tollgate/classify"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
 	"github.com/tollgate/tollgate/worker"
@@ -24,6 +26,8 @@ type progress struct {
 	tally *tally
 	start time.Time
 	lines int // lines of the last block drawn (tty)
+	// closed holds the keys already reported closed (plain lines).
+	closed map[quota.Key]bool
 }
 
 func (v *progress) draw(ctx context.Context) {
@@ -33,6 +37,7 @@ func (v *progress) draw(ctx context.Context) {
 	if !v.tty {
 		fmt.Fprintf(v.out, "demo: t=%s done=%d/%d failed=%d admitted=%d queued=%d refused=%d provider_429=%d escalations=%d fallbacks=%d spend_capped=%d\n",
 			elapsed, v.tally.done(), n, v.tally.failed.Load(), st.Admitted, st.Queued, st.Refused, st.ProviderRateLimited, st.Escalations, st.Fallbacks, st.SpendCapped)
+		v.reportClosed(ctx, elapsed)
 		return
 	}
 	var b bytes.Buffer
@@ -42,7 +47,7 @@ func (v *progress) draw(ctx context.Context) {
 	fmt.Fprintf(&b, "tollgate   admitted %d  queued %d  refused %d  |  provider 429s %d  escalations %d  fallbacks %d  spend caps %d\n",
 		st.Admitted, st.Queued, st.Refused, st.ProviderRateLimited, st.Escalations, st.Fallbacks, st.SpendCapped)
 	for _, k := range v.w.Budgets().Policies.Keys() {
-		fmt.Fprintf(&b, "  %-42s %s\n", k, levels(ctx, v.w.Store(), k))
+		fmt.Fprintf(&b, "  %-42s %s\n", k, levels(ctx, v.w.Store(), k, dayZone(v.w.Budgets(), k)))
 	}
 	block := b.String()
 	if v.lines > 0 {
@@ -56,23 +61,86 @@ func (v *progress) draw(ctx context.Context) {
 	v.lines = strings.Count(block, "\n")
 }
 
-// levels describes a key's request bucket (the axis the demo's limits bind)
-// and whether it is paused.
-func levels(ctx context.Context, s quota.Store, k quota.Key) string {
+// reportClosed prints a plain line for each key closed since the last tick:
+// what the live block shows on a terminal.
+func (v *progress) reportClosed(ctx context.Context, elapsed time.Duration) {
+	for _, k := range v.w.Budgets().Policies.Keys() {
+		if v.closed[k] {
+			continue
+		}
+		snap, err := v.w.Store().Snapshot(ctx, k)
+		if err != nil || !snap.PausedUntil.After(snap.At) || !closing(snap.PauseReason) {
+			continue
+		}
+		if v.closed == nil {
+			v.closed = make(map[quota.Key]bool)
+		}
+		v.closed[k] = true
+		fmt.Fprintf(v.out, "demo: t=%s %s %s\n", elapsed, k, pauseNote(snap, dayZone(v.w.Budgets(), k)))
+	}
+}
+
+// levels describes a key's request bucket (the axis the demo's limits
+// bind), its requests-per-day window if it has one, and whether it is
+// paused or closed.
+func levels(ctx context.Context, s quota.Store, k quota.Key, zone *time.Location) string {
 	snap, err := s.Snapshot(ctx, k)
 	if err != nil {
 		return "unreadable: " + err.Error()
 	}
 	var parts []string
 	for _, l := range snap.Axes {
-		if l.Axis == quota.Requests {
+		switch l.Axis {
+		case quota.Requests:
 			parts = append(parts, fmt.Sprintf("requests %s %6.1f/%d", bar(l.Available, l.Capacity, 20), l.Available, l.Capacity))
+		case quota.RequestsPerDay:
+			parts = append(parts, fmt.Sprintf("today %.0f/%d", l.Available, l.Capacity))
 		}
 	}
-	if snap.PausedUntil.After(snap.At) {
-		parts = append(parts, fmt.Sprintf("paused %s (%s)", snap.PausedUntil.Sub(snap.At).Round(time.Second), snap.PauseReason))
+	if note := pauseNote(snap, zone); note != "" {
+		parts = append(parts, note)
 	}
 	return strings.Join(parts, "  ")
+}
+
+// closing reports whether a pause reason closes a key until a reset.
+func closing(reason string) bool {
+	return reason == classify.SpendCap.String() || reason == classify.DailyQuota.String()
+}
+
+// pauseNote says whether a key is paused after a provider's 429 or closed
+// until a spend cap or daily quota resets, with when it reopens in zone
+// (where its day ends), or "" when it is open.
+func pauseNote(snap quota.Snapshot, zone *time.Location) string {
+	if !snap.PausedUntil.After(snap.At) {
+		return ""
+	}
+	left := snap.PausedUntil.Sub(snap.At).Round(time.Second)
+	if closing(snap.PauseReason) {
+		return fmt.Sprintf("CLOSED until %s (in %s, %s)", snap.PausedUntil.In(zone).Format("Mon 2 Jan 15:04 MST"), left, snap.PauseReason)
+	}
+	return fmt.Sprintf("paused %s (%s)", left, snap.PauseReason)
+}
+
+// dayZone is the time zone whose midnight resets a key's daily limits (its
+// policy's requests_per_day or tokens_per_day), UTC when it has none.
+func dayZone(b worker.Budgets, k quota.Key) *time.Location {
+	if _, p, ok := b.Policies.Lookup(k); ok {
+		for _, a := range []quota.Axis{quota.RequestsPerDay, quota.TokensPerDay} {
+			if l, ok := p.Limit(a); ok {
+				return l.Zone()
+			}
+		}
+	}
+	return time.UTC
+}
+
+// closedUntilMidnight reports whether snap shows its key closed by a daily
+// quota until a midnight in zone, ahead of it.
+func closedUntilMidnight(snap quota.Snapshot, zone *time.Location) bool {
+	until := snap.PausedUntil.In(zone)
+	return snap.PauseReason == classify.DailyQuota.String() && until.After(snap.At) &&
+		until.Sub(snap.At) <= 25*time.Hour && until.Hour() == 0 && until.Minute() == 0 && until.Second() == 0 && until.Nanosecond() == 0
 }
 
 // summarize prints the per-model table, the verdict and the last line, and
@@ -89,6 +157,7 @@ func summarize(out io.Writer, w *worker.Worker, sim *llmsim.Sim, p plan, t *tall
 		{simPrimary, "primary, 60 RPM", p.Primary},
 		{simFlaky, "429 faults after call " + fmt.Sprint(p.FlakyAfter), p.Flaky},
 		{simCapped, "account spend cap", p.Capped},
+		{simGemini, fmt.Sprintf("%d requests left today", simGeminiRequestsPerDay), p.Gemini},
 		{simBackup, "backup", 0},
 	} {
 		s := sim.Stats(m.name)
@@ -96,6 +165,22 @@ func summarize(out io.Writer, w *worker.Worker, sim *llmsim.Sim, p plan, t *tall
 	}
 	tw.Flush()
 	fmt.Fprintf(out, "\naccount research (%s): spent %d tokens of its %d-token spend cap\n", simCapped, sim.Spent("research"), simSpendCapTokens)
+	geminiKey := quota.Key{Provider: activities.Gemini, Model: simGemini}
+	zone := dayZone(w.Budgets(), geminiKey)
+	snap, err := w.Store().Snapshot(context.Background(), geminiKey)
+	dailyClosed := err == nil && closedUntilMidnight(snap, zone)
+	geminiState := "open"
+	if note := pauseNote(snap, zone); err == nil && note != "" {
+		geminiState = note
+	}
+	fmt.Fprintf(out, "project studio (%s): had %d requests left today; its key is %s; %d Gemini turns answered by %s instead\n",
+		simGemini, simGeminiRequestsPerDay, geminiState, t.geminiBackupTurns.Load(), simBackup)
+	daily := 0
+	for _, k := range w.Budgets().Policies.Keys() {
+		if s, err := w.Store().Snapshot(context.Background(), k); err == nil && s.PausedUntil.After(s.At) && s.PauseReason == classify.DailyQuota.String() {
+			daily++
+		}
+	}
 	fmt.Fprintf(out, "tollgate: admitted %d, queued %d, refused %d, provider 429s %d, escalations %d, fallbacks %d, spend caps %d\n",
 		st.Admitted, st.Queued, st.Refused, st.ProviderRateLimited, st.Escalations, st.Fallbacks, st.SpendCapped)
 	fmt.Fprintf(out, "workflows: %d completed, %d failed, %d turns answered by the backup model\n",
@@ -110,15 +195,15 @@ func summarize(out io.Writer, w *worker.Worker, sim *llmsim.Sim, p plan, t *tall
 	}
 	t.mu.Unlock()
 	code := 0
-	if bad := verdict(p.workflows(), st, t, sim.Stats(simPrimary).TooManyRequests); len(bad) > 0 {
+	if bad := verdict(p.workflows(), st, t, sim.Stats(simPrimary).TooManyRequests, dailyClosed); len(bad) > 0 {
 		code = 1
 		for _, b := range bad {
 			fmt.Fprintln(out, "NOT AS DESIGNED:", b)
 		}
 	} else {
-		fmt.Fprintln(out, "as designed: every workflow completed; the proactive layer queued the primary's calls, rate-limited calls escalated, and the spend-capped key fell back")
+		fmt.Fprintln(out, "as designed: every workflow completed; the proactive layer queued the primary's calls, rate-limited calls escalated, the spend-capped key fell back, and the Gemini key closed until midnight Pacific and fell back")
 	}
-	fmt.Fprintf(out, "demo: workflows=%d completed=%d failed=%d admitted=%d queued=%d provider_429=%d escalations=%d fallbacks=%d spend_capped=%d\n",
-		p.workflows(), t.completed.Load(), t.failed.Load(), st.Admitted, st.Queued, st.ProviderRateLimited, st.Escalations, st.Fallbacks, st.SpendCapped)
+	fmt.Fprintf(out, "demo: workflows=%d completed=%d failed=%d admitted=%d queued=%d provider_429=%d escalations=%d fallbacks=%d spend_capped=%d daily_closed=%d\n",
+		p.workflows(), t.completed.Load(), t.failed.Load(), st.Admitted, st.Queued, st.ProviderRateLimited, st.Escalations, st.Fallbacks, st.SpendCapped, daily)
 	return code
 }

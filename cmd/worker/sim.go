@@ -31,11 +31,21 @@ const (
 	simCapped = "claude-3-5-haiku-latest"
 	// simSpendCapTokens is the research account's spend cap, in tokens.
 	simSpendCapTokens = 600
+	// simGemini is a Gemini model whose project has only
+	// simGeminiRequestsPerDay requests left today: its key closes until
+	// midnight America/Los_Angeles, and calls fall back to simBackup.
+	simGemini = "gemini-2.5-flash"
+	// simGeminiRequestsPerDay is what the simulator allows simGemini a day:
+	// what is left of the project's 250 after its other apps' calls, which
+	// Tollgate cannot count (Gemini limits per project, not per key).
+	simGeminiRequestsPerDay = 10
 
-	// simOpenAIKey and simAnthropicKey are the keys of the simulated
-	// accounts "main" (OpenAI) and "research" (Anthropic).
+	// simOpenAIKey, simAnthropicKey and simGeminiKey are the keys of the
+	// simulated accounts "main" (OpenAI), "research" (Anthropic) and
+	// "studio" (Gemini).
 	simOpenAIKey    = "sim-openai-main"
 	simAnthropicKey = "sim-anthropic-research"
+	simGeminiKey    = "sim-gemini-studio"
 )
 
 // defaultSimConfig is the simulated provider the command runs when no API
@@ -46,9 +56,11 @@ const (
 //	gpt-4o                   openai     600 RPM, 2M TPM                          the backup
 //	gpt-4.1                  openai     600 RPM, 2M TPM                          the demo injects 429s
 //	claude-3-5-haiku-latest  anthropic  600 RPM, 1M ITPM, 400k OTPM              account "research": spend cap 600 tokens
+//	gemini-2.5-flash         gemini     10 RPM, 250k TPM (input), 10 a day       the project's last requests of its day
 //
 // Answers take 150–400 ms. Buckets start full and refill continuously over a
-// minute, as the providers' do.
+// minute, as the providers' do; Gemini's day ends at midnight
+// America/Los_Angeles.
 func defaultSimConfig() llmsim.Config {
 	return llmsim.Config{
 		Models: []llmsim.Model{
@@ -56,10 +68,12 @@ func defaultSimConfig() llmsim.Config {
 			{Provider: llmsim.OpenAI, Name: simBackup, RequestsPerMinute: 600, TokensPerMinute: 2_000_000},
 			{Provider: llmsim.OpenAI, Name: simFlaky, RequestsPerMinute: 600, TokensPerMinute: 2_000_000},
 			{Provider: llmsim.Anthropic, Name: simCapped, RequestsPerMinute: 600, InputTokensPerMinute: 1_000_000, OutputTokensPerMinute: 400_000},
+			{Provider: llmsim.Gemini, Name: simGemini, RequestsPerMinute: 10, TokensPerMinute: 250_000, RequestsPerDay: simGeminiRequestsPerDay},
 		},
 		Accounts: []llmsim.Account{
 			{Name: "main", APIKey: simOpenAIKey},
 			{Name: "research", APIKey: simAnthropicKey, SpendCapTokens: simSpendCapTokens},
+			{Name: "studio", APIKey: simGeminiKey},
 		},
 		Latency: llmsim.Latency{Fixed: 150 * time.Millisecond, Jitter: 250 * time.Millisecond},
 		Seed:    1,
@@ -68,7 +82,9 @@ func defaultSimConfig() llmsim.Config {
 
 // defaultPoliciesYAML is the policies file the command uses with the
 // simulator when POLICIES is empty: each model's limits as llmsim enforces
-// them, less 5% headroom on the primary, and the fallback chains.
+// them, less 5% headroom on the primary, and the fallback chains. The Gemini
+// entry has its tier's published 250 requests a day; the simulated project
+// has far fewer left, so Gemini's own per-day 429 closes the key.
 const defaultPoliciesYAML = `policies:
   - provider: openai
     model: gpt-4o-mini
@@ -86,6 +102,11 @@ const defaultPoliciesYAML = `policies:
     model: claude-3-5-haiku-latest
     limits: {requests_per_minute: 600, input_tokens_per_minute: 1000000, output_tokens_per_minute: 400000}
     fallbacks: [openai/gpt-4o]
+  - provider: gemini
+    model: gemini-2.5-flash
+    limits: {requests_per_minute: 10, tokens_per_minute: 250000, requests_per_day: 250, zone: America/Los_Angeles}
+    headroom: 0.2
+    fallbacks: [openai/gpt-4o]
 `
 
 // defaultBudgets returns defaultPoliciesYAML parsed.
@@ -100,8 +121,9 @@ func defaultBudgets() worker.Budgets {
 // serveSim serves the simulator profile cfg names (SIM_CONFIG, or
 // defaultSimConfig) on cfg.SimAddress until ctx is done: one simulated
 // provider that a fleet of workers shares (give them
-// OPENAI_BASE_URL=http://ADDR/v1/, ANTHROPIC_BASE_URL=http://ADDR and keys
-// the profile accepts: simOpenAIKey and simAnthropicKey for the default), so
+// OPENAI_BASE_URL=http://ADDR/v1/, ANTHROPIC_BASE_URL=http://ADDR,
+// GEMINI_BASE_URL=http://ADDR and keys the profile accepts: simOpenAIKey,
+// simAnthropicKey and simGeminiKey for the default), so
 // that the providers' limits are enforced once for the fleet, as the real
 // ones are. It returns a *worker.ConfigError for a bad profile, and the
 // listener's error.
@@ -120,7 +142,8 @@ func serveSim(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return fmt.Errorf("worker: simulator: listen on %s: %w (set SIM_ADDRESS to a free address)", cfg.SimAddress, err)
 	}
 	logger.Info("simulator: serving "+cfg.simProfileName(), "address", l.Addr().String(), "models", simModels(profile),
-		"openai_base_url", "http://"+l.Addr().String()+"/v1/", "anthropic_base_url", "http://"+l.Addr().String())
+		"openai_base_url", "http://"+l.Addr().String()+"/v1/", "anthropic_base_url", "http://"+l.Addr().String(),
+		"gemini_base_url", "http://"+l.Addr().String())
 	return sim.Serve(ctx, l)
 }
 
@@ -151,10 +174,10 @@ func (c config) simProfileName() string {
 	return "SIM_CONFIG " + c.SimConfig
 }
 
-// checkInProcessSim reports a *worker.ConfigError when profile, served in-process,
-// would refuse the keys the worker sends it (simOpenAIKey, simAnthropicKey):
-// a profile that lists accounts must list those keys for the providers it
-// serves.
+// checkInProcessSim reports a *worker.ConfigError when profile, served
+// in-process, would refuse the keys the worker sends it (simOpenAIKey,
+// simAnthropicKey, simGeminiKey): a profile that lists accounts must list
+// those keys for the providers it serves.
 func (c config) checkInProcessSim(profile llmsim.Config) error {
 	if len(profile.Accounts) == 0 {
 		return nil // any key is accepted
@@ -165,13 +188,17 @@ func (c config) checkInProcessSim(profile llmsim.Config) error {
 	}
 	for _, m := range profile.Models {
 		key := simOpenAIKey
-		if m.Provider == llmsim.Anthropic {
+		switch m.Provider {
+		case llmsim.Anthropic:
 			key = simAnthropicKey
+		case llmsim.Gemini:
+			key = simGeminiKey
 		}
 		if !keys[key] {
 			return &worker.ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig,
 				Problem: "lists no account with the key the worker sends its in-process simulator for " + m.Provider + " (" + key + ")",
-				Fix:     fmt.Sprintf("add an account with api_key %q for OpenAI models and one with %q for Anthropic models, or list no accounts to accept any key", simOpenAIKey, simAnthropicKey)}
+				Fix: fmt.Sprintf("add an account with api_key %q for OpenAI models, %q for Anthropic models and %q for Gemini models, or list no accounts to accept any key",
+					simOpenAIKey, simAnthropicKey, simGeminiKey)}
 		}
 	}
 	return nil

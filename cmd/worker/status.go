@@ -13,6 +13,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/tollgate/classify"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/memory"
 	"github.com/tollgate/tollgate/quota/redis"
@@ -77,7 +78,8 @@ func redactURL(s string) string {
 // writeStatus prints a table of keys' levels from store: per axis, the
 // effective capacity, what is available now, the estimate ratio learned for
 // axes that count prompt tokens, and when a daily window resets; per key,
-// whether and until when it is paused.
+// whether and until when it is paused or closed (until a spend cap or daily
+// quota resets).
 func writeStatus(ctx context.Context, out io.Writer, store quota.Store, keys []quota.Key) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tAXIS\tCAPACITY\tAVAILABLE\tFILL\tESTIMATE\tNOTE")
@@ -87,10 +89,7 @@ func writeStatus(ctx context.Context, out io.Writer, store quota.Store, keys []q
 			tw.Flush()
 			return fmt.Errorf("worker: status of %s: %w", k, err)
 		}
-		note := ""
-		if snap.PausedUntil.After(snap.At) {
-			note = fmt.Sprintf("paused %s (%s)", snap.PausedUntil.Sub(snap.At).Round(time.Second), snap.PauseReason)
-		}
+		note := statusNote(snap)
 		if len(snap.Axes) == 0 {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%s\n", k, note)
 		}
@@ -111,6 +110,21 @@ func writeStatus(ctx context.Context, out io.Writer, store quota.Store, keys []q
 		}
 	}
 	return tw.Flush()
+}
+
+// statusNote says whether and until when a key is paused: for a while after
+// a provider's 429, or closed until a spend cap or daily quota resets (a
+// Gemini key until midnight in Los Angeles), with the time it reopens.
+func statusNote(snap quota.Snapshot) string {
+	if !snap.PausedUntil.After(snap.At) {
+		return ""
+	}
+	left := snap.PausedUntil.Sub(snap.At).Round(time.Second)
+	switch snap.PauseReason {
+	case classify.SpendCap.String(), classify.DailyQuota.String():
+		return fmt.Sprintf("closed until %s, in %s (%s)", snap.PausedUntil.UTC().Format(time.RFC3339), left, snap.PauseReason)
+	}
+	return fmt.Sprintf("paused %s (%s)", left, snap.PauseReason)
 }
 
 func joinNote(a, b string) string {

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -67,6 +68,25 @@ func available(t *testing.T, table, key, axis string, capacity int) float64 {
 	v, err := strconv.ParseFloat(m[1], 64)
 	require.NoError(t, err)
 	return v
+}
+
+// A Gemini key closed by its daily quota shows in status, with when it
+// reopens: the next midnight in Los Angeles.
+func TestStatusShowsAGeminiKeyClosedUntilMidnightPacific(t *testing.T) {
+	srv := redistest.StartServer(t)
+	fleet, err := redis.New(srv.Client(), defaultBudgets().Policies, redis.Options{})
+	require.NoError(t, err)
+	la, err := time.LoadLocation("America/Los_Angeles")
+	require.NoError(t, err)
+	y, m, d := time.Now().In(la).Date()
+	midnight := time.Date(y, m, d+1, 0, 0, 0, 0, la)
+	key := quota.Key{Provider: "gemini", Model: simGemini}
+	require.NoError(t, fleet.Pause(context.Background(), key, midnight, "daily_quota"))
+
+	var out bytes.Buffer
+	require.NoError(t, status(context.Background(), config{Config: worker.Config{RedisURL: srv.URL()}}, &out, quietLogger()))
+	require.Regexp(t, `(?m)^gemini/default/gemini-2\.5-flash\s+requests\s+8\s.*closed until `+regexp.QuoteMeta(midnight.UTC().Format(time.RFC3339))+`, in \S+ \(daily_quota\)`, out.String())
+	require.Equal(t, 200.0, available(t, out.String(), "gemini/default/gemini-2.5-flash", "requests_per_day", 200), "250 a day less 20% headroom")
 }
 
 // status shows the estimate ratio a key has learned on the axes it scales.

@@ -66,29 +66,39 @@ func (b *bucket) untilFull() time.Duration {
 	return time.Duration(math.Ceil(short / b.rate * float64(time.Second)))
 }
 
-// dailyWindow allows capacity requests per calendar day in UTC.
+// dailyWindow allows capacity requests per calendar day in zone.
 type dailyWindow struct {
 	capacity int64
 	used     int64
-	day      time.Time // midnight UTC starting the current window
+	zone     *time.Location
+	day      time.Time // midnight in zone starting the current window
 }
 
-func newDailyWindow(capacity int64, now time.Time) *dailyWindow {
+func newDailyWindow(capacity int64, zone *time.Location, now time.Time) *dailyWindow {
 	if capacity <= 0 {
 		return nil
 	}
-	return &dailyWindow{capacity: capacity, day: midnight(now)}
+	return &dailyWindow{capacity: capacity, zone: zone, day: midnight(now, zone)}
 }
 
-func midnight(t time.Time) time.Time {
-	y, m, d := t.UTC().Date()
-	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+// midnight returns the midnight in zone that starts t's day there.
+func midnight(t time.Time, zone *time.Location) time.Time {
+	y, m, d := t.In(zone).Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, zone)
 }
 
 func (w *dailyWindow) roll(now time.Time) {
-	if day := midnight(now); day.After(w.day) {
+	if day := midnight(now, w.zone); day.After(w.day) {
 		w.day, w.used = day, 0
 	}
+}
+
+// next returns the midnight that ends the current window: the next day's
+// midnight in zone, which is 23 or 25 hours away across a daylight-saving
+// change.
+func (w *dailyWindow) next() time.Time {
+	y, m, d := w.day.Date()
+	return time.Date(y, m, d+1, 0, 0, 0, 0, w.zone)
 }
 
 // wait returns how long until n more requests fit today (the time to the
@@ -100,7 +110,7 @@ func (w *dailyWindow) wait(n int64, now time.Time) (time.Duration, bool) {
 	if w.used+n <= w.capacity {
 		return 0, true
 	}
-	return w.day.AddDate(0, 0, 1).Sub(now), true
+	return w.next().Sub(now), true
 }
 
 func (w *dailyWindow) take(n int64) { w.used += n }

@@ -19,6 +19,8 @@ const (
 	OpenAI = "openai"
 	// Anthropic is served at POST /v1/messages.
 	Anthropic = "anthropic"
+	// Gemini is served at POST /v1beta/models/{model}:generateContent.
+	Gemini = "gemini"
 )
 
 // Config describes what a Sim serves and how it limits. It is a value; zero
@@ -46,15 +48,16 @@ type Config struct {
 // account separately (as providers limit per organisation). A zero limit
 // means unlimited on that axis.
 type Model struct {
-	// Provider is OpenAI or Anthropic. Required.
+	// Provider is OpenAI, Anthropic or Gemini. Required.
 	Provider string `json:"provider" yaml:"provider"`
 	// Name is the model id callers send, e.g. "gpt-4o". Required.
 	Name string `json:"name" yaml:"name"`
 	// RequestsPerMinute is the request bucket's capacity, refilled
 	// continuously over a minute.
 	RequestsPerMinute int64 `json:"requests_per_minute" yaml:"requests_per_minute"`
-	// TokensPerMinute is the token bucket (OpenAI only), charged
-	// max(max_tokens, ceil(characters/4)) per call.
+	// TokensPerMinute is the token bucket (OpenAI and Gemini): OpenAI
+	// charges max(max_tokens, ceil(characters/4)) per call, Gemini the
+	// prompt's tokens alone (its TPM counts input tokens).
 	TokensPerMinute int64 `json:"tokens_per_minute" yaml:"tokens_per_minute"`
 	// InputTokensPerMinute is the input-token bucket (Anthropic only),
 	// charged ceil(characters/4) per call.
@@ -62,7 +65,9 @@ type Model struct {
 	// OutputTokensPerMinute is the output-token bucket (Anthropic only),
 	// charged max_tokens per call.
 	OutputTokensPerMinute int64 `json:"output_tokens_per_minute" yaml:"output_tokens_per_minute"`
-	// RequestsPerDay is a window of requests that resets at midnight UTC.
+	// RequestsPerDay is a window of requests that resets at midnight UTC
+	// (OpenAI, Anthropic) or at midnight America/Los_Angeles (Gemini, whose
+	// per-day quotas reset at midnight Pacific time).
 	RequestsPerDay int64 `json:"requests_per_day" yaml:"requests_per_day"`
 	// Density is how many tokens this model's tokenizer makes of what
 	// characters/4 estimates: the simulator counts a text of n characters as
@@ -213,11 +218,11 @@ func (m Model) chars(n int64) int64 {
 
 func (m Model) validate(f string) error {
 	switch m.Provider {
-	case OpenAI, Anthropic:
+	case OpenAI, Anthropic, Gemini:
 	case "":
-		return configErr(f+".provider", "", "is empty", `set "openai" or "anthropic"`)
+		return configErr(f+".provider", "", "is empty", `set "openai", "anthropic" or "gemini"`)
 	default:
-		return configErr(f+".provider", m.Provider, "is not a known provider", `use "openai" or "anthropic"`)
+		return configErr(f+".provider", m.Provider, "is not a known provider", `use "openai", "anthropic" or "gemini"`)
 	}
 	if m.Name == "" {
 		return configErr(f+".name", "", "is empty", `set the model id callers send, e.g. "gpt-4o"`)
@@ -244,6 +249,10 @@ func (m Model) validate(f string) error {
 	if m.Provider == OpenAI && m.InputTokensPerMinute+m.OutputTokensPerMinute != 0 {
 		return configErr(f+".input_tokens_per_minute", strconv.FormatInt(m.InputTokensPerMinute, 10),
 			"is set for an OpenAI model", "OpenAI meters tokens_per_minute only; set that instead")
+	}
+	if m.Provider == Gemini && m.InputTokensPerMinute+m.OutputTokensPerMinute != 0 {
+		return configErr(f+".input_tokens_per_minute", strconv.FormatInt(m.InputTokensPerMinute, 10),
+			"is set for a Gemini model", "Gemini's tokens per minute count input tokens; set tokens_per_minute instead")
 	}
 	if m.Provider == Anthropic && m.TokensPerMinute != 0 {
 		return configErr(f+".tokens_per_minute", strconv.FormatInt(m.TokensPerMinute, 10),

@@ -85,7 +85,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		field string // a *ConfigError's Field, or text the decoder's error must contain
 	}{
 		{"no models", `seed: 1`, "models"},
-		{"unknown provider", `models: [{provider: gemini, name: x}]`, "models[0].provider"},
+		{"unknown provider", `models: [{provider: mistral, name: x}]`, "models[0].provider"},
+		{"gemini input tokens", `models: [{provider: gemini, name: x, input_tokens_per_minute: 5}]`, "models[0].input_tokens_per_minute"},
 		{"missing name", `models: [{provider: openai}]`, "models[0].name"},
 		{"duplicate model", `models: [{provider: openai, name: x}, {provider: openai, name: x}]`, "models[1].name"},
 		{"negative limit", `models: [{provider: openai, name: x, requests_per_minute: -1}]`, "models[0].requests_per_minute"},

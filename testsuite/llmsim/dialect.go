@@ -13,6 +13,8 @@ import (
 // costs, and how answers, errors and limit headers look.
 type dialect interface {
 	provider() string
+	// requestIDHeader names the header carrying the request id; "" sends
+	// none (Gemini puts its responseId in the body).
 	requestIDHeader() string
 	apiKey(r *http.Request) string
 	parse(body []byte) (call, *apiError)

@@ -93,5 +93,5 @@ func ExampleLoadConfig() {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // a real server would run until interrupted
 	fmt.Println(len(cfg.Models), sim.ListenAndServe(ctx, "127.0.0.1:0"))
-	// Output: 3 <nil>
+	// Output: 4 <nil>
 }

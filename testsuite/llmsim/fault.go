@@ -11,21 +11,27 @@ type FaultKind string
 // The faults, each sent in the provider's own wire format.
 const (
 	// FaultRateLimit is a 429: OpenAI type "requests", code
-	// "rate_limit_exceeded"; Anthropic "rate_limit_error".
+	// "rate_limit_exceeded"; Anthropic "rate_limit_error"; Gemini
+	// RESOURCE_EXHAUSTED with a per-minute QuotaFailure (and RetryInfo when
+	// RetryAfter is set).
 	FaultRateLimit FaultKind = "rate_limit"
 	// FaultSpendCap is the spend-cap error, never with retry-after: OpenAI 429
 	// "insufficient_quota"; Anthropic 429 "rate_limit_error" with
-	// error.details.error_code "enforced_spend_limit_reached".
+	// error.details.error_code "enforced_spend_limit_reached"; Gemini 429
+	// RESOURCE_EXHAUSTED "Your prepayment credits are depleted".
 	FaultSpendCap FaultKind = "spend_cap"
-	// FaultOverload is Anthropic's 529 "overloaded_error" or OpenAI's 503.
+	// FaultOverload is Anthropic's 529 "overloaded_error", OpenAI's 503 or
+	// Gemini's 503 UNAVAILABLE.
 	FaultOverload FaultKind = "overload"
 	// FaultUnauthorized is a 401: OpenAI code "invalid_api_key"; Anthropic
-	// "authentication_error".
+	// "authentication_error"; Gemini answers 400 API_KEY_INVALID instead.
 	FaultUnauthorized FaultKind = "unauthorized"
 	// FaultContextLength is a 400: OpenAI code "context_length_exceeded";
-	// Anthropic "invalid_request_error" "prompt is too long".
+	// Anthropic "invalid_request_error" "prompt is too long"; Gemini
+	// INVALID_ARGUMENT "The input token count … exceeds the maximum".
 	FaultContextLength FaultKind = "context_length"
-	// FaultServerError is a 500: OpenAI "server_error"; Anthropic "api_error".
+	// FaultServerError is a 500: OpenAI "server_error"; Anthropic "api_error";
+	// Gemini INTERNAL.
 	FaultServerError FaultKind = "server_error"
 	// FaultInvalidRequest is a 400 "invalid_request_error" (OpenAI with code
 	// and param null), the answer to a request the provider refuses as
@@ -50,7 +56,8 @@ const faultKinds = "rate_limit, spend_cap, overload, unauthorized, context_lengt
 type Fault struct {
 	// Kind is the error returned. Required.
 	Kind FaultKind `json:"kind" yaml:"kind"`
-	// Provider limits the rule to OpenAI or Anthropic calls; "" matches both.
+	// Provider limits the rule to OpenAI, Anthropic or Gemini calls; ""
+	// matches all.
 	Provider string `json:"provider" yaml:"provider"`
 	// Model limits the rule to calls for this model; "" matches any.
 	Model string `json:"model" yaml:"model"`
@@ -92,9 +99,9 @@ func (f Fault) validate(field string) error {
 		return configErr(field+".kind", string(f.Kind), "is not a known fault", "use one of "+faultKinds)
 	}
 	switch f.Provider {
-	case "", OpenAI, Anthropic:
+	case "", OpenAI, Anthropic, Gemini:
 	default:
-		return configErr(field+".provider", f.Provider, "is not a known provider", `use "openai", "anthropic" or "" for both`)
+		return configErr(field+".provider", f.Provider, "is not a known provider", `use "openai", "anthropic", "gemini" or "" for all`)
 	}
 	if f.After < 0 {
 		return configErr(field+".after", strconv.Itoa(f.After), "is negative", "use 0 to fire at once or a positive count")

@@ -1,6 +1,9 @@
 package llmsim
 
-import "time"
+import (
+	"time"
+	_ "time/tzdata" // Gemini's days end at midnight America/Los_Angeles, wherever Sim runs
+)
 
 // cost is what one call charges, per bucket.
 type cost struct {
@@ -33,8 +36,31 @@ func newLimiter(m Model, now time.Time) *limiter {
 		tokens:   newBucket(m.TokensPerMinute, period, now),
 		input:    newBucket(m.InputTokensPerMinute, period, now),
 		output:   newBucket(m.OutputTokensPerMinute, period, now),
-		daily:    newDailyWindow(m.RequestsPerDay, now),
+		daily:    newDailyWindow(m.RequestsPerDay, dayZone(m.Provider), now),
 	}
+}
+
+// pacific is the zone whose midnight resets Gemini's per-day quotas. It is
+// read from the IANA database (embedded, so any host has it), not computed
+// from rules: Sim is the reference a client's own reckoning is tested
+// against.
+var pacific = mustZone("America/Los_Angeles")
+
+func mustZone(name string) *time.Location {
+	z, err := time.LoadLocation(name)
+	if err != nil {
+		panic("llmsim: time zone " + name + ": " + err.Error()) // the embedded database has it
+	}
+	return z
+}
+
+// dayZone is the zone whose midnight ends a provider's day: Pacific time for
+// Gemini, UTC for the others.
+func dayZone(provider string) *time.Location {
+	if provider == Gemini {
+		return pacific
+	}
+	return time.UTC
 }
 
 // refusal says why a call did not fit: the axis that kept it out longest.

@@ -62,7 +62,8 @@ func WithClock(c Clock) Option {
 	}
 }
 
-// Sim is a simulated provider: an http.Handler serving both wire formats.
+// Sim is a simulated provider: an http.Handler serving the three wire
+// formats.
 // Build it with New. It is safe for concurrent use.
 type Sim struct {
 	cfg   Config
@@ -145,8 +146,9 @@ func (s *Sim) Spent(account string) int64 {
 	return s.spent[account]
 }
 
-// ServeHTTP answers POST /v1/chat/completions (OpenAI) and POST /v1/messages
-// (Anthropic); any other path gets a 404.
+// ServeHTTP answers POST /v1/chat/completions (OpenAI), POST /v1/messages
+// (Anthropic) and POST /v1beta/models/{model}:generateContent (Gemini); any
+// other path gets a 404.
 func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var d dialect
 	switch r.URL.Path {
@@ -155,8 +157,12 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/v1/messages":
 		d = anthropicDialect{}
 	default:
-		http.Error(w, `{"error":"not found"}`, http.StatusNotFound)
-		return
+		g, ok := geminiRoute(r.URL.Path)
+		if !ok {
+			http.Error(w, `{"error":"not found"}`, http.StatusNotFound)
+			return
+		}
+		d = g
 	}
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	var c call
@@ -226,7 +232,9 @@ func (s *Sim) decide(d dialect, key string, c call, perr *apiError) outcome {
 		now:       s.clock.Now(),
 		header:    make(http.Header),
 	}
-	o.header.Set(d.requestIDHeader(), o.requestID)
+	if h := d.requestIDHeader(); h != "" {
+		o.header.Set(h, o.requestID)
+	}
 	o.err = s.check(d, key, c, perr, &o)
 	status, spendCap := http.StatusOK, false
 	if o.err != nil {
@@ -340,8 +348,8 @@ func (s *Sim) Serve(ctx context.Context, l net.Listener) error {
 }
 
 // ListenAndServe listens on addr (e.g. "127.0.0.1:8089") and serves until ctx
-// is done. OpenAI clients use base URL http://addr/v1/, Anthropic clients
-// http://addr.
+// is done. OpenAI clients use base URL http://addr/v1/, Anthropic and Gemini
+// clients http://addr.
 func (s *Sim) ListenAndServe(ctx context.Context, addr string) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
