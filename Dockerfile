@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
 # Tollgate worker image: `docker build -t tollgate-worker .`
 #
-# The build stage compiles the worker (and the embedded Temporal server it can
-# start; the first build takes a few minutes). The runtime is distroless,
+# The build stage compiles the worker (and the embedded Temporal server and Web
+# UI it can start; the first build takes a few minutes). The runtime is distroless,
 # static and non-root: the binary is pure Go (SQLite is modernc's, no cgo).
 # The Go image is the exact version go.mod names (GOTOOLCHAIN=local: no
 # toolchain download); keep the two in step. .dockerignore keeps the context

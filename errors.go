@@ -3,6 +3,7 @@ package tollgate
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,9 +43,14 @@ const (
 	// CostExceedsCapacity: the call's cost can never fit the key's limits.
 	// Not retryable.
 	CostExceedsCapacity = "tollgate.CostExceedsCapacity"
-	// InvalidRequest: the activity input could not be charged (bad key or
-	// cost). Not retryable.
+	// InvalidRequest: the activity input can never succeed as given: it
+	// could not be charged (bad key or cost), or the activities package
+	// refused it (a missing field, an unknown provider). The same input
+	// would fail the same way on every attempt, so it is not retryable.
 	InvalidRequest = "tollgate.InvalidRequest"
+	// ProviderNotConfigured: the request names a provider this worker has
+	// no configuration (API key) for. Not retryable.
+	ProviderNotConfigured = "tollgate.ProviderNotConfigured"
 	// ProviderRejected: the provider refused the request for a reason a
 	// retry cannot fix (bad request, auth, not found, context too long).
 	// Not retryable; the message carries the provider's code.
@@ -133,11 +139,8 @@ func (t Target) String() string {
 // ParseTarget parses "provider/model" or "provider/account/model".
 func ParseTarget(s string) (Target, error) {
 	parts := strings.Split(s, "/")
-	for _, p := range parts {
-		if p == "" {
-			parts = nil
-			break
-		}
+	if slices.Contains(parts, "") {
+		parts = nil
 	}
 	switch len(parts) {
 	case 2:

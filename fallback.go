@@ -38,18 +38,6 @@ type FallbackActivityOptions struct {
 	RetryPolicy            *temporal.RetryPolicy `json:"retry_policy,omitempty"`
 }
 
-// FallbackOptionsFrom captures the serializable part of ao.
-func FallbackOptionsFrom(ao workflow.ActivityOptions) FallbackActivityOptions {
-	return FallbackActivityOptions{
-		TaskQueue:              ao.TaskQueue,
-		ScheduleToCloseTimeout: ao.ScheduleToCloseTimeout,
-		ScheduleToStartTimeout: ao.ScheduleToStartTimeout,
-		StartToCloseTimeout:    ao.StartToCloseTimeout,
-		HeartbeatTimeout:       ao.HeartbeatTimeout,
-		RetryPolicy:            ao.RetryPolicy,
-	}
-}
-
 // ActivityOptions returns the workflow.ActivityOptions o describes.
 func (o FallbackActivityOptions) ActivityOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
@@ -60,29 +48,4 @@ func (o FallbackActivityOptions) ActivityOptions() workflow.ActivityOptions {
 		HeartbeatTimeout:       o.HeartbeatTimeout,
 		RetryPolicy:            o.RetryPolicy,
 	}
-}
-
-// FallbackStep tells the activity interceptor that an activity call is one
-// step of a fallback chain: run it on Target. It travels in the activity's
-// Temporal header, written by the workflow interceptor.
-type FallbackStep struct {
-	// Target is "provider/model" (or "provider/account/model").
-	Target string `json:"target"`
-	// Step counts from 1; Steps is the chain's length.
-	Step  int `json:"step"`
-	Steps int `json:"steps"`
-}
-
-type fallbackStepKey struct{}
-
-// WithFallbackStep returns a workflow context whose governed activity calls
-// run as the given fallback step.
-func WithFallbackStep(ctx workflow.Context, s FallbackStep) workflow.Context {
-	return workflow.WithValue(ctx, fallbackStepKey{}, s)
-}
-
-// FallbackStepFrom returns the step set by WithFallbackStep.
-func FallbackStepFrom(ctx workflow.Context) (FallbackStep, bool) {
-	s, ok := ctx.Value(fallbackStepKey{}).(FallbackStep)
-	return s, ok
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/classify"
 )
 
@@ -87,7 +88,7 @@ func malformed(req Request, raw *http.Response, problem string, cause error) err
 	msg := fmt.Sprintf("activities: %s (model %s): the HTTP %s answer %s (request id %s); "+
 		"check that config.%s.base_url points at the provider's API or a compatible proxy",
 		callName(req.Provider), req.Model, status, problem, id, req.Provider)
-	return temporal.NewNonRetryableApplicationError(msg, ErrTypeMalformedResponse, cause)
+	return temporal.NewNonRetryableApplicationError(msg, tollgate.MalformedResponse, cause)
 }
 
 func ok2xx(r *http.Response) bool {

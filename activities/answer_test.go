@@ -28,7 +28,7 @@ func requireMalformed(t *testing.T, err error, contains ...string) *temporal.App
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, tollgate.MalformedResponse, appErr.Type())
-	require.Equal(t, ErrTypeMalformedResponse, appErr.Type())
+	require.Equal(t, tollgate.MalformedResponse, appErr.Type())
 	require.True(t, appErr.NonRetryable(), "no budget bounds a malformed answer's retries")
 	for _, s := range contains {
 		require.Contains(t, appErr.Error(), s)

@@ -11,6 +11,8 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
+
+	"github.com/tollgate/tollgate"
 )
 
 // CompleteActivity is the name Complete is registered under by Register.
@@ -41,18 +43,18 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 //
 // A request that can never succeed (an invalid field, a provider this worker
 // has no config for) fails with a non-retryable *temporal.ApplicationError of
-// type ErrTypeInvalidRequest or ErrTypeProviderNotConfigured. A provider or
+// type tollgate.InvalidRequest or tollgate.ProviderNotConfigured. A provider or
 // transport failure is returned as the SDK gave it, wrapped with %w, so
 // errors.As finds *openai.Error, *anthropic.Error (status, headers, body) or
 // genai.APIError (status and body) and the interceptor classifies it. A 2xx
 // answer that holds no answer (no choices, no content, no candidates and no
-// block reason, a body the SDK cannot decode) fails with a
-// non-retryable *temporal.ApplicationError of type ErrTypeMalformedResponse
-// (tollgate.MalformedResponse), wrapping the SDK's error if there was one:
+// block reason, a body the SDK cannot decode) fails with a non-retryable
+// *temporal.ApplicationError of type tollgate.MalformedResponse, wrapping the
+// SDK's error if there was one:
 // nothing classifies such an answer, so no retry budget would bound it.
 func (a *Activities) Complete(ctx context.Context, req Request) (Response, error) {
 	if err := req.Validate(); err != nil {
-		return Response{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidRequest, err)
+		return Response{}, temporal.NewNonRetryableApplicationError(err.Error(), tollgate.InvalidRequest, err)
 	}
 	var (
 		resp Response
@@ -70,7 +72,7 @@ func (a *Activities) Complete(ctx context.Context, req Request) (Response, error
 	default:
 		err := invalid("request.provider", req.Provider, "is not configured on this worker",
 			"set config."+req.Provider+".api_key on the worker, or send the request to a worker that has it")
-		return Response{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeProviderNotConfigured, err)
+		return Response{}, temporal.NewNonRetryableApplicationError(err.Error(), tollgate.ProviderNotConfigured, err)
 	}
 	if activity.IsActivity(ctx) {
 		// Never the key, the prompt or the answer: only what the call was and used.

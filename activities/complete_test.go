@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/classify"
 	"github.com/tollgate/tollgate/internal/testnet"
 	"github.com/tollgate/tollgate/quota"
@@ -324,10 +325,10 @@ func TestCompleteRefusesBadInput(t *testing.T) {
 		errType string
 		field   string
 	}{
-		{"invalid request", f.acts, Request{Provider: OpenAI, Model: "gpt-4o", MaxOutputTokens: 10}, ErrTypeInvalidRequest, "request.messages"},
-		{"unknown provider", f.acts, Request{Provider: "mistral", Model: "x", Messages: []Message{{Role: RoleUser, Content: "x"}}, MaxOutputTokens: 1}, ErrTypeInvalidRequest, "request.provider"},
-		{"provider not configured", onlyOpenAI, chat(Anthropic, "claude-haiku-4-5", "hi"), ErrTypeProviderNotConfigured, "request.provider"},
-		{"gemini not configured", f.acts, chat(Gemini, "gemini-2.5-flash", "hi"), ErrTypeProviderNotConfigured, "request.provider"},
+		{"invalid request", f.acts, Request{Provider: OpenAI, Model: "gpt-4o", MaxOutputTokens: 10}, tollgate.InvalidRequest, "request.messages"},
+		{"unknown provider", f.acts, Request{Provider: "mistral", Model: "x", Messages: []Message{{Role: RoleUser, Content: "x"}}, MaxOutputTokens: 1}, tollgate.InvalidRequest, "request.provider"},
+		{"provider not configured", onlyOpenAI, chat(Anthropic, "claude-haiku-4-5", "hi"), tollgate.ProviderNotConfigured, "request.provider"},
+		{"gemini not configured", f.acts, chat(Gemini, "gemini-2.5-flash", "hi"), tollgate.ProviderNotConfigured, "request.provider"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.acts.Complete(context.Background(), tc.req)

@@ -22,7 +22,7 @@ const (
 
 // ProviderConfig is how the worker reaches one provider. A zero
 // ProviderConfig leaves the provider unconfigured: requests for it fail
-// non-retryably with ErrTypeProviderNotConfigured.
+// non-retryably with tollgate.ProviderNotConfigured.
 type ProviderConfig struct {
 	// APIKey authenticates the worker. Required when any other field is
 	// set. It is sent only to BaseURL and never logged.

@@ -3,24 +3,6 @@ package activities
 import (
 	"errors"
 	"fmt"
-
-	"github.com/tollgate/tollgate"
-)
-
-// Application error types the activities return (as the Type of a
-// non-retryable *temporal.ApplicationError), for workflows and the
-// interceptor to match on.
-const (
-	// ErrTypeInvalidRequest marks a Request that can never succeed as given:
-	// the same input would fail the same way on every attempt.
-	ErrTypeInvalidRequest = "tollgate.InvalidRequest"
-	// ErrTypeProviderNotConfigured marks a Request for a provider this worker
-	// has no configuration (API key) for.
-	ErrTypeProviderNotConfigured = "tollgate.ProviderNotConfigured"
-	// ErrTypeMalformedResponse marks a 2xx answer that holds no answer: no
-	// choices, no content, or a body the SDK could not decode. It is
-	// tollgate.MalformedResponse.
-	ErrTypeMalformedResponse = tollgate.MalformedResponse
 )
 
 // ErrInvalidRequest is matched (errors.Is) by every *InvalidRequestError.

@@ -3,6 +3,7 @@ package classify
 import (
 	"regexp"
 	"time"
+	_ "time/tzdata" // the zone rules of pacific, wherever the binary runs
 )
 
 // nextMonthUTC returns 00:00 UTC on the 1st of the month after now's (in
@@ -12,39 +13,25 @@ func nextMonthUTC(now time.Time) time.Time {
 	return time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC)
 }
 
+// pacific is US Pacific time, whose midnight resets Gemini's per-day quotas.
+// Its rules come from the zone database embedded by time/tzdata, so they do
+// not depend on the host's (a distroless image has none).
+var pacific = mustLoadLocation("America/Los_Angeles")
+
+func mustLoadLocation(name string) *time.Location {
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		panic("classify: time zone " + name + " is missing from the embedded zone database: " + err.Error()) // programmer error
+	}
+	return loc
+}
+
 // nextPacificMidnight returns the next midnight in America/Los_Angeles after
-// now: when Gemini's per-day quotas reset. It applies the US daylight-saving
-// rules in force since 2007 (from 02:00 on the second Sunday of March to
-// 02:00 on the first Sunday of November) itself, so it does not depend on the
-// host's time-zone database. Midnight never falls inside a transition.
+// now: when Gemini's per-day quotas reset. Midnight never falls inside a
+// daylight-saving transition there, so it is always a wall-clock instant.
 func nextPacificMidnight(now time.Time) time.Time {
-	local := now.UTC().Add(pacificOffset(now))
-	y, m, d := local.Date()
-	wall := time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC) // the next local midnight, as a wall clock
-	at := wall.Add(8 * time.Hour)                      // as if standard time (UTC−8)
-	if pacificOffset(at) == -7*time.Hour {
-		at = wall.Add(7 * time.Hour)
-	}
-	return at
-}
-
-// pacificOffset returns US Pacific time's offset from UTC at instant t.
-func pacificOffset(t time.Time) time.Duration {
-	t = t.UTC()
-	y := t.Year()
-	start := nthSunday(y, time.March, 2).Add(10 * time.Hour) // 02:00 PST
-	end := nthSunday(y, time.November, 1).Add(9 * time.Hour) // 02:00 PDT
-	if !t.Before(start) && t.Before(end) {
-		return -7 * time.Hour
-	}
-	return -8 * time.Hour
-}
-
-// nthSunday returns 00:00 UTC on the n-th Sunday of month m in year y.
-func nthSunday(y int, m time.Month, n int) time.Time {
-	first := time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
-	d := 1 + (7-int(first.Weekday()))%7 + 7*(n-1)
-	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	y, m, d := now.In(pacific).Date()
+	return time.Date(y, m, d+1, 0, 0, 0, 0, pacific).UTC()
 }
 
 // regainAccess finds the date in Anthropic's spend-limit message: "You will

@@ -14,10 +14,11 @@ import (
 
 	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/classify"
+	"github.com/tollgate/tollgate/internal/fallback"
 	"github.com/tollgate/tollgate/quota"
 )
 
-// fallbackHeader carries a tollgate.FallbackStep from the workflow
+// fallbackHeader carries a fallback.Step from the workflow
 // interceptor to the activity interceptor.
 const fallbackHeader = "tollgate-fallback"
 
@@ -44,7 +45,7 @@ type call struct {
 	info    activity.Info
 	att     attempt
 	rec     classify.Recorder
-	step    *tollgate.FallbackStep
+	step    *fallback.Step
 	input   any
 	// stopRenewing ends the renewals of the call's grant (see keep).
 	stopRenewing func()
@@ -107,7 +108,7 @@ func (a *activityInbound) applyFallbackStep(ctx context.Context, in *interceptor
 	if p == nil {
 		return nil
 	}
-	var step tollgate.FallbackStep
+	var step fallback.Step
 	if err := converter.GetDefaultDataConverter().FromPayload(p, &step); err != nil {
 		return temporal.NewNonRetryableApplicationError("tollgate: unreadable fallback step header: "+err.Error(), tollgate.InvalidRequest, err)
 	}
@@ -324,9 +325,9 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 	switch v.Class {
 	case classify.RateLimited, classify.Overloaded:
 		a.root.counters.rateLimited.Add(1)
-		wait := o.DefaultRetryAfter
+		wait := o.RateLimitWait
 		if v.HasRetryAfter {
-			wait = min(v.RetryAfter, o.MaxRetryAfter)
+			wait = v.RetryAfter // capped by the Classifier's MaxRetryAfter
 		}
 		a.pause(ctx, c.r.Key, wait, "provider "+v.Class.String())
 		if c.att.spend(&c.att.budget.RateLimited) > o.EscalateAfter {
@@ -365,7 +366,7 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 		}
 		wait := a.backoff(c.att.budget.Transient)
 		if v.HasRetryAfter {
-			wait = min(v.RetryAfter, o.MaxRetryAfter)
+			wait = v.RetryAfter
 		}
 		c.att.save(ctx, a.out)
 		return temporal.NewApplicationErrorWithOptions(

@@ -25,6 +25,7 @@ import (
 	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/interceptor"
+	"github.com/tollgate/tollgate/internal/fallback"
 	"github.com/tollgate/tollgate/internal/syncbuf"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/memory"
@@ -297,7 +298,7 @@ func TestRateLimitWithoutHintWaitsTheDefault(t *testing.T) {
 	u := newUnit(t, map[quota.Key]quota.Policy{openaiKey("gpt-u"): generous()}, interceptor.Options{})
 	require.NoError(t, u.sim.Inject(llmsim.Fault{Kind: llmsim.FaultRateLimit, Model: "gpt-u", Times: 1}))
 	_, err := u.complete(request("gpt-u"))
-	require.Equal(t, interceptor.DefaultRetryAfter, appError(t, err).NextRetryDelay())
+	require.Equal(t, interceptor.DefaultRateLimitWait, appError(t, err).NextRetryDelay())
 }
 
 func TestFourthRateLimitEscalatesWhenABackupExists(t *testing.T) {
@@ -411,7 +412,7 @@ func TestUnreachableStoreRetriesLater(t *testing.T) {
 
 func TestFallbackStepRunsOnItsTarget(t *testing.T) {
 	u := newUnit(t, map[quota.Key]quota.Policy{openaiKey("gpt-u"): generous(), openaiKey("gpt-backup"): generous()}, interceptor.Options{})
-	p, err := converter.GetDefaultDataConverter().ToPayload(tollgate.FallbackStep{Target: "openai/gpt-backup", Step: 1, Steps: 1})
+	p, err := converter.GetDefaultDataConverter().ToPayload(fallback.Step{Target: "openai/gpt-backup", Step: 1, Steps: 1})
 	require.NoError(t, err)
 	u.env.SetHeader(&commonpb.Header{Fields: map[string]*commonpb.Payload{"tollgate-fallback": p}})
 

@@ -293,8 +293,8 @@ func TestOwnHeartbeatDetailsSurviveTheBudget(t *testing.T) {
 	e := newEnv(t, llmsim.Config{Models: simModels("unused")})
 	key := quota.Key{Provider: "openai", Model: "gpt-reader"}
 	ic, err := interceptor.New(interceptor.Options{
-		Store:             memoryStore(t, map[quota.Key]quota.Policy{key: generous()}),
-		DefaultRetryAfter: 200 * time.Millisecond,
+		Store:         memoryStore(t, map[quota.Key]quota.Policy{key: generous()}),
+		RateLimitWait: 200 * time.Millisecond,
 		Activities: map[string]interceptor.ChargeFunc{
 			"Read": func(args []any) (quota.Charge, error) {
 				return quota.Charge{Key: key, Cost: quota.Cost{Requests: 1, Tokens: int64(len(args[0].(string)))}}, nil

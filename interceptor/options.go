@@ -16,8 +16,7 @@ import (
 
 // Defaults for Options' zero fields.
 const (
-	DefaultMaxRetryAfter     = 60 * time.Second
-	DefaultRetryAfter        = 5 * time.Second
+	DefaultRateLimitWait     = 5 * time.Second
 	DefaultEscalateAfter     = 3
 	DefaultTransientBudget   = 5
 	DefaultBackoffBase       = time.Second
@@ -72,11 +71,10 @@ type Options struct {
 	// have finished, as their histories hold its waits. Default false.
 	WaitInWorkflow bool
 
-	// MaxRetryAfter caps the provider's Retry-After. Default 60 s.
-	MaxRetryAfter time.Duration
-	// DefaultRetryAfter is the wait after a rate limit with no hint.
+	// RateLimitWait is the wait after a rate limit or overload whose answer
+	// gave no hint (no Retry-After, retry-after-ms or Gemini retryDelay).
 	// Default 5 s.
-	DefaultRetryAfter time.Duration
+	RateLimitWait time.Duration
 	// EscalateAfter is how many rate-limited answers a call retries before
 	// the next one escalates to a backup. Default 3 (the 4th escalates).
 	EscalateAfter int
@@ -102,8 +100,10 @@ type Options struct {
 	// reset time the provider did not say. Default 1 h.
 	SpendCapPause time.Duration
 
-	// Classifier reads provider answers. Zero uses classify's defaults with
-	// MaxRetryAfter.
+	// Classifier reads provider answers. Its MaxRetryAfter is the one cap
+	// on the provider's Retry-After, for the wait of a retry and the pause
+	// of the key alike. Zero uses classify's defaults
+	// (classify.DefaultMaxRetryAfter, 60 s).
 	Classifier classify.Classifier
 
 	// Meter records Tollgate's metrics. Default: a no-op meter.
@@ -124,8 +124,7 @@ func (o Options) withDefaults() (Options, error) {
 		v    *time.Duration
 		def  time.Duration
 	}{
-		{"MaxRetryAfter", &o.MaxRetryAfter, DefaultMaxRetryAfter},
-		{"DefaultRetryAfter", &o.DefaultRetryAfter, DefaultRetryAfter},
+		{"RateLimitWait", &o.RateLimitWait, DefaultRateLimitWait},
 		{"BackoffBase", &o.BackoffBase, DefaultBackoffBase},
 		{"BackoffCap", &o.BackoffCap, DefaultBackoffCap},
 		{"StoreRetry", &o.StoreRetry, DefaultStoreRetry},
@@ -171,9 +170,6 @@ func (o Options) withDefaults() (Options, error) {
 				return o, fmt.Errorf("interceptor: Options.Fallbacks[%q]: %w", from, err)
 			}
 		}
-	}
-	if o.Classifier.MaxRetryAfter == 0 {
-		o.Classifier.MaxRetryAfter = o.MaxRetryAfter
 	}
 	if o.Meter == nil {
 		o.Meter = noop.NewMeterProvider().Meter("tollgate")

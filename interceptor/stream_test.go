@@ -173,7 +173,7 @@ func TestStreamStallIsRetriedWithinTheTransientBudget(t *testing.T) {
 // An overloaded_error event in the middle of a stream retries like a 529:
 // after the hint, pausing the key. The event carries no Retry-After (the
 // stream's headers went out with its 200), so the hint is the
-// interceptor's DefaultRetryAfter; a 529 answered to a stream request
+// interceptor's RateLimitWait; a 529 answered to a stream request
 // before it began carries its own.
 func TestStreamOverloadMidStreamRetriesAfterTheHint(t *testing.T) {
 	e := newEnv(t, llmsim.Config{
@@ -188,7 +188,7 @@ func TestStreamOverloadMidStreamRetriesAfterTheHint(t *testing.T) {
 		Store: memoryStore(t, map[quota.Key]quota.Policy{
 			claudeKey("claude-mid"): generous(), claudeKey("claude-before"): generous(),
 		}),
-		DefaultRetryAfter: hint,
+		RateLimitWait: hint,
 	}, worker.Options{})
 
 	for _, tc := range []struct {

@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/tollgate/tollgate"
+	"github.com/tollgate/tollgate/internal/fallback"
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -166,7 +166,7 @@ func (o *workflowOutbound) waits(ctx workflow.Context) bool {
 	if !o.root.opts.WaitInWorkflow {
 		return false
 	}
-	if _, ok := tollgate.FallbackStepFrom(ctx); ok {
+	if _, ok := fallback.StepFrom(ctx); ok {
 		return false
 	}
 	return workflow.GetVersion(ctx, waitVersion, workflow.DefaultVersion, 1) == 1

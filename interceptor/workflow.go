@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tollgate/tollgate"
+	"github.com/tollgate/tollgate/internal/fallback"
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -39,7 +40,7 @@ type workflowOutbound struct {
 // RateLimitEscalation into a FallbackWorkflow child whose result resolves
 // the caller's future.
 func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
-	if step, ok := tollgate.FallbackStepFrom(ctx); ok {
+	if step, ok := fallback.StepFrom(ctx); ok {
 		if p, err := converter.GetDefaultDataConverter().ToPayload(step); err == nil {
 			interceptor.WorkflowHeader(ctx)[fallbackHeader] = p
 		}
@@ -124,7 +125,7 @@ func (o *workflowOutbound) fallback(ctx workflow.Context, activityType string, i
 		ActivityType: activityType,
 		From:         esc.From,
 		Chain:        esc.Backups,
-		Options:      tollgate.FallbackOptionsFrom(ao),
+		Options:      fallback.OptionsFrom(ao),
 	}
 	var raw converter.RawValue
 	err := workflow.ExecuteChildWorkflow(cctx, tollgate.FallbackWorkflowName, in, input).Get(ctx, &raw)

@@ -18,9 +18,9 @@ import (
 
 // Defaults for Config's empty fields.
 const (
-	// DefaultEmbeddedAddress is where the embedded Temporal server listens
-	// when TEMPORAL_ADDRESS is empty: Temporal's usual port, on loopback.
-	DefaultEmbeddedAddress = "127.0.0.1:7233"
+	// DefaultTemporalAddress is the Temporal frontend dialled when
+	// TEMPORAL_ADDRESS is empty: Temporal's usual port, on loopback.
+	DefaultTemporalAddress = "127.0.0.1:7233"
 	// DefaultNamespace is the Temporal namespace used.
 	DefaultNamespace = "default"
 	// DefaultTaskQueue is the task queue the worker polls.
@@ -32,9 +32,6 @@ const (
 	// DefaultMetricsAddr is where /metrics is served. Set METRICS_ADDR=off
 	// to serve none.
 	DefaultMetricsAddr = "127.0.0.1:9464"
-	// DefaultSimAddress is where the in-process llmsim listens when no API
-	// key is set: a free loopback port.
-	DefaultSimAddress = "127.0.0.1:0"
 	// DefaultLogLevel is the slog level of the worker's logs.
 	DefaultLogLevel = "info"
 )
@@ -46,12 +43,9 @@ const (
 // Build one with LoadConfig; Validate reports the first bad field.
 type Config struct {
 	// TemporalAddress (TEMPORAL_ADDRESS) is the host:port of a Temporal
-	// frontend. Empty starts an embedded server at EmbeddedAddress.
+	// frontend. Empty dials DefaultTemporalAddress. (cmd/worker starts an
+	// embedded server when it is empty, and sets it to that server's.)
 	TemporalAddress string
-	// EmbeddedAddress (TEMPORAL_EMBEDDED_ADDRESS) is where the embedded
-	// server listens. Default DefaultEmbeddedAddress; tests use
-	// "127.0.0.1:0" for a free port.
-	EmbeddedAddress string
 	// Namespace (TEMPORAL_NAMESPACE). Default DefaultNamespace.
 	Namespace string
 	// TaskQueue (TASK_QUEUE). Default DefaultTaskQueue.
@@ -76,14 +70,15 @@ type Config struct {
 	WaitInWorkflow bool
 
 	// Policies (POLICIES) is the path of a YAML policies file (see
-	// ParsePolicies). Empty uses DefaultPolicies when the simulator runs,
-	// and no policies (calls run ungoverned, with a warning) otherwise.
+	// ParsePolicies), which Run loads. Empty governs nothing: calls run
+	// ungoverned, with a warning. (cmd/worker uses its simulator's policies
+	// when it runs one.)
 	Policies string
 
 	// OpenAIAPIKey (OPENAI_API_KEY), AnthropicAPIKey (ANTHROPIC_API_KEY)
 	// and GeminiAPIKey (GEMINI_API_KEY, a Gemini API key) are the
-	// providers' keys. They are never logged. With none set, the worker
-	// runs llmsim in-process and talks to it instead.
+	// providers' keys. They are never logged. A provider whose key is empty
+	// is not configured: its calls fail (HasProviderKey).
 	OpenAIAPIKey    string
 	AnthropicAPIKey string
 	GeminiAPIKey    string
@@ -108,13 +103,6 @@ type Config struct {
 	// traces (spans are still created, for propagation).
 	OTLPEndpoint string
 
-	// SimAddress (SIM_ADDRESS) is where the in-process llmsim listens.
-	// Default DefaultSimAddress.
-	SimAddress string
-	// SimConfig (SIM_CONFIG) is the path of a simulator profile, the YAML or
-	// JSON that llmsim.LoadConfig reads, served by `worker sim` and by the
-	// in-process simulator. Empty serves DefaultSimConfig.
-	SimConfig string
 	// LogLevel (LOG_LEVEL): debug, info, warn or error. Default info.
 	LogLevel string
 }
@@ -130,8 +118,7 @@ type setting struct {
 
 func (c *Config) settings() []setting {
 	return []setting{
-		{env: "TEMPORAL_ADDRESS", str: &c.TemporalAddress, usage: "Temporal frontend host:port; empty starts an embedded server"},
-		{env: "TEMPORAL_EMBEDDED_ADDRESS", str: &c.EmbeddedAddress, usage: "listen address of the embedded Temporal server (default " + DefaultEmbeddedAddress + ")"},
+		{env: "TEMPORAL_ADDRESS", str: &c.TemporalAddress, usage: "Temporal frontend host:port; empty starts an embedded server (cmd/worker) or dials " + DefaultTemporalAddress},
 		{env: "TEMPORAL_NAMESPACE", str: &c.Namespace, usage: "Temporal namespace (default " + DefaultNamespace + ")"},
 		{env: "TASK_QUEUE", str: &c.TaskQueue, usage: "task queue to poll (default " + DefaultTaskQueue + ")"},
 		{env: "REDIS_URL", str: &c.RedisURL, usage: "Redis URL for budgets shared by a fleet; empty uses process memory"},
@@ -149,15 +136,30 @@ func (c *Config) settings() []setting {
 		{env: "GEMINI_BASE_URL", str: &c.GeminiBaseURL, usage: "Gemini API base URL, without /v1beta"},
 		{env: "METRICS_ADDR", str: &c.MetricsAddr, usage: "listen address of /metrics, or off (default " + DefaultMetricsAddr + ")"},
 		{env: "OTEL_EXPORTER_OTLP_ENDPOINT", str: &c.OTLPEndpoint, usage: "OTLP/gRPC endpoint for traces, e.g. http://collector:4317"},
-		{env: "SIM_ADDRESS", str: &c.SimAddress, usage: "listen address of the in-process llmsim (default " + DefaultSimAddress + ")"},
-		{env: "SIM_CONFIG", str: &c.SimConfig, usage: "path of a simulator profile (llmsim YAML or JSON); empty serves worker.DefaultSimConfig"},
 		{env: "LOG_LEVEL", str: &c.LogLevel, usage: "debug, info, warn or error (default info)"},
 	}
 }
 
-// FlagName returns the flag that sets the environment variable env:
+// Setting is one more string setting for LoadConfig to read beside Config's
+// own, for an application built on this package (cmd/worker reads where its
+// embedded server and simulator listen so): from the environment variable
+// Env and the flag of the same name in lower case with dashes, the flag
+// winning, listed by -h with the rest. The application validates the value
+// (a *ConfigError naming Env says what is wrong in the same form).
+type Setting struct {
+	// Env is the environment variable, e.g. "SIM_ADDRESS". It must not be
+	// one of Config's.
+	Env string
+	// Usage is the flag's help text.
+	Usage string
+	// Value receives the value in force: the flag's, else the variable's
+	// (empty when neither is set).
+	Value *string
+}
+
+// flagName returns the flag that sets the environment variable env:
 // TEMPORAL_ADDRESS → temporal-address.
-func FlagName(env string) string {
+func flagName(env string) string {
 	return strings.ToLower(strings.ReplaceAll(env, "_", "-"))
 }
 
@@ -185,7 +187,7 @@ type ConfigError struct {
 func (e *ConfigError) Error() string {
 	switch {
 	case e.Env != "":
-		return fmt.Sprintf("worker: %s (-%s) %q %s: %s", e.Env, FlagName(e.Env), e.Value, e.Problem, e.Fix)
+		return fmt.Sprintf("worker: %s (-%s) %q %s: %s", e.Env, flagName(e.Env), e.Value, e.Problem, e.Fix)
 	case e.Flag != "":
 		return fmt.Sprintf("worker: -%s %s: %s", e.Flag, e.Problem, e.Fix)
 	}
@@ -195,16 +197,20 @@ func (e *ConfigError) Error() string {
 // Unwrap returns the underlying error.
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// LoadConfig reads a Config from getenv (os.Getenv in production) and from
-// args (the command line without the program and subcommand). A flag wins
-// over its variable, even over a variable whose value is bad: only the value
-// in force is parsed. It returns flag.ErrHelp after printing the flags to out
-// for -h, a *ConfigError for a command line that does not parse or a value
-// that is not a number, and Validate's error for a bad field. It prints
-// nothing else and starts nothing.
-func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Config, error) {
+// LoadConfig reads a Config, and the extra settings, from getenv (os.Getenv
+// in production) and from args (the command line without the program and
+// subcommand). A flag wins over its variable, even over a variable whose
+// value is bad: only the value in force is parsed. It returns flag.ErrHelp
+// after printing the flags to out for -h, a *ConfigError for a command line
+// that does not parse or a value that is not a number, and Validate's error
+// for a bad field. It prints nothing else and starts nothing. It panics if
+// an extra setting repeats a variable (a programmer error).
+func LoadConfig(args []string, getenv func(string) string, out io.Writer, extra ...Setting) (Config, error) {
 	var c Config
 	settings := c.settings()
+	for _, e := range extra {
+		settings = append(settings, setting{env: e.Env, usage: e.Usage, str: e.Value})
+	}
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // a parse error comes back as one *ConfigError
 	fs.Usage = func() {}
@@ -212,8 +218,8 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 	envOf := make(map[string]string, len(settings))
 	for i, s := range settings {
 		// No default: -h must not print the environment's values (keys).
-		fs.StringVar(&given[i], FlagName(s.env), "", s.usage+" ["+s.env+"]")
-		envOf[FlagName(s.env)] = s.env
+		fs.StringVar(&given[i], flagName(s.env), "", s.usage+" ["+s.env+"]")
+		envOf[flagName(s.env)] = s.env
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -232,7 +238,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for i, s := range settings {
 		v := getenv(s.env)
-		if set[FlagName(s.env)] {
+		if set[flagName(s.env)] {
 			v = given[i]
 		}
 		if s.str != nil {
@@ -323,12 +329,10 @@ func (c Config) WithDefaults() Config {
 			*s = v
 		}
 	}
-	def(&c.EmbeddedAddress, DefaultEmbeddedAddress)
 	def(&c.Namespace, DefaultNamespace)
 	def(&c.TaskQueue, DefaultTaskQueue)
 	def(&c.StoreFailure, DefaultStoreFailure)
 	def(&c.MetricsAddr, DefaultMetricsAddr)
-	def(&c.SimAddress, DefaultSimAddress)
 	def(&c.LogLevel, DefaultLogLevel)
 	if c.StoreLocalShare == 0 {
 		c.StoreLocalShare = 1
@@ -336,26 +340,20 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Simulated reports whether the worker talks to the in-process llmsim: no
-// provider API key is set.
-func (c Config) Simulated() bool {
-	return c.OpenAIAPIKey == "" && c.AnthropicAPIKey == "" && c.GeminiAPIKey == ""
+// HasProviderKey reports whether any provider's API key is set. With none,
+// every governed call would fail: cmd/worker then runs its simulator and
+// points the providers at it.
+func (c Config) HasProviderKey() bool {
+	return c.OpenAIAPIKey != "" || c.AnthropicAPIKey != "" || c.GeminiAPIKey != ""
 }
 
 // Validate reports a *ConfigError naming the first bad field of c, or nil. It
-// checks the form of every field and reads the policies and simulator
-// profile files; it contacts nothing.
+// checks the form of every field and reads the policies file; it contacts
+// nothing.
 func (c Config) Validate() error {
-	for _, a := range []struct{ env, v string }{
-		{"TEMPORAL_ADDRESS", c.TemporalAddress},
-		{"TEMPORAL_EMBEDDED_ADDRESS", c.EmbeddedAddress},
-		{"SIM_ADDRESS", c.SimAddress},
-	} {
-		if a.v == "" {
-			continue
-		}
-		if err := checkHostPort(a.v); err != nil {
-			return &ConfigError{Env: a.env, Value: a.v, Problem: "is not host:port", Fix: `use e.g. "127.0.0.1:7233"`, Err: err}
+	if c.TemporalAddress != "" {
+		if err := checkHostPort(c.TemporalAddress); err != nil {
+			return &ConfigError{Env: "TEMPORAL_ADDRESS", Value: c.TemporalAddress, Problem: "is not host:port", Fix: `use e.g. "127.0.0.1:7233"`, Err: err}
 		}
 	}
 	if c.MetricsAddr != "" && c.MetricsAddr != "off" {
@@ -451,11 +449,6 @@ func (c Config) Validate() error {
 	if c.Policies != "" {
 		if _, err := LoadPolicies(c.Policies); err != nil {
 			return &ConfigError{Env: "POLICIES", Value: c.Policies, Problem: "cannot be used", Fix: oneLine(err.Error()), Err: err}
-		}
-	}
-	if c.SimConfig != "" {
-		if _, err := c.simProfile(); err != nil {
-			return err
 		}
 	}
 	return nil

@@ -19,14 +19,13 @@ func envOf(m map[string]string) func(string) string {
 func TestLoadConfigDefaults(t *testing.T) {
 	cfg, err := LoadConfig(nil, envOf(nil), io.Discard)
 	require.NoError(t, err)
-	require.Equal(t, DefaultEmbeddedAddress, cfg.EmbeddedAddress)
 	require.Equal(t, DefaultNamespace, cfg.Namespace)
 	require.Equal(t, DefaultTaskQueue, cfg.TaskQueue)
 	require.Equal(t, DefaultStoreFailure, cfg.StoreFailure)
 	require.Equal(t, DefaultMetricsAddr, cfg.MetricsAddr)
 	require.Equal(t, 1.0, cfg.StoreLocalShare)
-	require.True(t, cfg.Simulated())
-	require.Empty(t, cfg.TemporalAddress)
+	require.False(t, cfg.HasProviderKey())
+	require.Empty(t, cfg.TemporalAddress, "empty, so that an application can tell it was not set")
 }
 
 func TestLoadConfigFlagsWinOverEnvironment(t *testing.T) {
@@ -46,16 +45,16 @@ func TestLoadConfigFlagsWinOverEnvironment(t *testing.T) {
 	require.Equal(t, "local", cfg.StoreFailure)
 	require.Equal(t, 0.5, cfg.StoreLocalShare)
 	require.Equal(t, "sk-env", cfg.OpenAIAPIKey)
-	require.False(t, cfg.Simulated())
+	require.True(t, cfg.HasProviderKey())
 }
 
-// A Gemini key alone turns the simulator off, like any other provider's.
+// A Gemini key alone is a provider key, like any other provider's.
 func TestLoadConfigGemini(t *testing.T) {
 	cfg, err := LoadConfig(nil, envOf(map[string]string{"GEMINI_API_KEY": "AIza-env", "GEMINI_BASE_URL": "http://127.0.0.1:8089"}), io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, "AIza-env", cfg.GeminiAPIKey)
 	require.Equal(t, "http://127.0.0.1:8089", cfg.GeminiBaseURL)
-	require.False(t, cfg.Simulated())
+	require.True(t, cfg.HasProviderKey())
 }
 
 func TestLoadConfigHelp(t *testing.T) {
@@ -69,8 +68,6 @@ func TestLoadConfigRejectsEachBadField(t *testing.T) {
 	dir := t.TempDir()
 	badPolicies := filepath.Join(dir, "bad.yaml")
 	require.NoError(t, os.WriteFile(badPolicies, []byte("policies:\n  - provider: openai\n    limits: {requests_per_minute: 10}\n"), 0o600))
-	badSim := filepath.Join(dir, "sim.yaml")
-	require.NoError(t, os.WriteFile(badSim, []byte("models:\n  - provider: mistral\n    name: mistral-large\n"), 0o600))
 
 	for _, tc := range []struct {
 		name    string
@@ -82,8 +79,8 @@ func TestLoadConfigRejectsEachBadField(t *testing.T) {
 	}{
 		{"temporal address without port", map[string]string{"TEMPORAL_ADDRESS": "temporal"}, nil,
 			"TEMPORAL_ADDRESS", "is not host:port", "127.0.0.1:7233"},
-		{"embedded address with a bad port", nil, []string{"-temporal-embedded-address", "127.0.0.1:99999"},
-			"TEMPORAL_EMBEDDED_ADDRESS", "is not host:port", "127.0.0.1:7233"},
+		{"temporal address with a bad port", nil, []string{"-temporal-address", "127.0.0.1:99999"},
+			"TEMPORAL_ADDRESS", "is not host:port", "127.0.0.1:7233"},
 		{"namespace with spaces", map[string]string{"TEMPORAL_NAMESPACE": " prod"}, nil,
 			"TEMPORAL_NAMESPACE", "spaces", "remove them"},
 		{"task queue with spaces", nil, []string{"-task-queue", "q "},
@@ -132,14 +129,8 @@ func TestLoadConfigRejectsEachBadField(t *testing.T) {
 			"METRICS_ADDR", "is not host:port", `":9464"`},
 		{"otlp endpoint without scheme", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4317"}, nil,
 			"OTEL_EXPORTER_OTLP_ENDPOINT", "is not an http(s) URL", "http://otel-collector:4317"},
-		{"sim address without port", map[string]string{"SIM_ADDRESS": "localhost"}, nil,
-			"SIM_ADDRESS", "is not host:port", "127.0.0.1"},
 		{"unknown log level", map[string]string{"LOG_LEVEL": "loud"}, nil,
 			"LOG_LEVEL", "is not a log level", "debug, info, warn or error"},
-		{"sim config missing", map[string]string{"SIM_CONFIG": filepath.Join(dir, "nope.yaml")}, nil,
-			"SIM_CONFIG", "cannot be used", "check the path"},
-		{"sim config with a bad model", nil, []string{"-sim-config", badSim},
-			"SIM_CONFIG", "cannot be used", "models[0].provider"},
 		{"local share flag that is not a number", map[string]string{"REDIS_URL": "redis://r:6379", "STORE_FAILURE": "local"}, []string{"-store-local-share", "half"},
 			"STORE_LOCAL_SHARE", "is not a number", "decimal"},
 		{"flag without its value", nil, []string{"-task-queue"},
@@ -153,7 +144,7 @@ func TestLoadConfigRejectsEachBadField(t *testing.T) {
 			require.Equal(t, tc.field, ce.Env, "error: %v", err)
 			msg := err.Error()
 			require.Contains(t, msg, tc.field)
-			require.Contains(t, msg, "-"+FlagName(tc.field))
+			require.Contains(t, msg, "-"+flagName(tc.field))
 			require.Contains(t, msg, tc.problem)
 			require.Contains(t, msg, tc.fix)
 		})
@@ -226,7 +217,31 @@ func TestHelpListsFlagsWithoutValues(t *testing.T) {
 	require.ErrorIs(t, err, flag.ErrHelp)
 	require.Contains(t, out.String(), "-openai-api-key")
 	require.Contains(t, out.String(), "[OPENAI_API_KEY]")
-	require.Contains(t, out.String(), "-sim-config")
 	require.Contains(t, out.String(), "-store-local-share share")
 	require.NotContains(t, out.String(), "sk-secret-123")
+}
+
+// An application's own settings are read like Config's, flag over variable,
+// and listed by -h with them.
+func TestLoadConfigReadsExtraSettings(t *testing.T) {
+	var color, shape string
+	extra := []Setting{
+		{Env: "APP_COLOR", Usage: "a color", Value: &color},
+		{Env: "APP_SHAPE", Usage: "a shape", Value: &shape},
+	}
+	cfg, err := LoadConfig([]string{"-app-color", "red", "-task-queue", "q"},
+		envOf(map[string]string{"APP_COLOR": "blue", "APP_SHAPE": "round"}), io.Discard, extra...)
+	require.NoError(t, err)
+	require.Equal(t, "q", cfg.TaskQueue)
+	require.Equal(t, "red", color, "the flag wins")
+	require.Equal(t, "round", shape, "the variable applies where no flag is given")
+
+	var out bytes.Buffer
+	_, err = LoadConfig([]string{"-h"}, envOf(nil), &out, extra...)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	require.Contains(t, out.String(), "-app-color")
+	require.Contains(t, out.String(), "a color [APP_COLOR]")
+
+	_, err = LoadConfig([]string{"-app-colour", "red"}, envOf(nil), io.Discard, extra...)
+	require.ErrorContains(t, err, "did you mean -app-color?")
 }

@@ -52,20 +52,6 @@ func TestParsePoliciesReadsEveryField(t *testing.T) {
 	require.Equal(t, map[string][]string{"openai/team-a/gpt-4o": {"anthropic/claude-3-5-haiku-latest"}}, b.Fallbacks)
 }
 
-func TestDefaultBudgetsMatchTheSimulator(t *testing.T) {
-	b := DefaultBudgets()
-	sim := DefaultSimConfig()
-	require.Len(t, b.Policies.Keys(), len(sim.Models))
-	for _, m := range sim.Models {
-		_, p, ok := b.Policies.Lookup(quota.Key{Provider: m.Provider, Model: m.Name})
-		require.True(t, ok, m.Name)
-		l, ok := p.Limit(quota.Requests)
-		require.True(t, ok, m.Name)
-		require.Equal(t, m.RequestsPerMinute, l.Capacity, "%s: Tollgate budgets what the provider allows", m.Name)
-		require.LessOrEqual(t, p.Effective(l.Capacity), m.RequestsPerMinute)
-	}
-}
-
 // Each wrong field of a policies file gives its own error, by its path.
 func TestParsePoliciesRejectsEachBadField(t *testing.T) {
 	const ok = "  - provider: openai\n    model: gpt-4o\n    limits: {requests_per_minute: 10}\n"
@@ -98,20 +84,5 @@ func TestParsePoliciesRejectsEachBadField(t *testing.T) {
 				require.NotEmpty(t, pe.Fix, "every error says how to fix it")
 			}
 		})
-	}
-}
-
-// deploy/policies.yaml, which docker-compose.yml mounts, is the simulator's
-// defaults: the compose fleet budgets what its shared llmsim allows.
-func TestDeployPoliciesAreTheDefaults(t *testing.T) {
-	b, err := LoadPolicies("../deploy/policies.yaml")
-	require.NoError(t, err)
-	def := DefaultBudgets()
-	require.Equal(t, def.Policies.Keys(), b.Policies.Keys())
-	require.Equal(t, def.Fallbacks, b.Fallbacks)
-	for _, k := range def.Policies.Keys() {
-		_, want, _ := def.Policies.Lookup(k)
-		_, got, _ := b.Policies.Lookup(k)
-		require.Equal(t, want, got, k.String())
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -14,26 +13,18 @@ import (
 
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/interceptor"
-	"github.com/tollgate/tollgate/internal/devserver"
 	"github.com/tollgate/tollgate/quota"
-	"github.com/tollgate/tollgate/testsuite/llmsim"
 	"github.com/tollgate/tollgate/workflows"
 )
 
-// Worker is a running Tollgate worker and whatever it started for it (an
-// embedded Temporal server, the simulator, the metrics endpoint). Build it
-// with Start and end it with Stop. Its methods are safe for concurrent use.
+// Worker is a running Tollgate worker and what it started for it (the
+// Temporal client, the quota store, the metrics endpoint). Build it with
+// Start and end it with Stop. Its methods are safe for concurrent use.
 type Worker struct {
 	cfg     Config
 	logger  *slog.Logger
 	budgets Budgets
 	tel     *telemetry
-	dev     *devserver.Server // nil with TEMPORAL_ADDRESS
-	address string            // the Temporal frontend dialled
-	profile llmsim.Config     // what the in-process simulator serves
-	sim     *llmsim.Sim       // nil with API keys
-	simURL  string
-	stopSim context.CancelFunc
 	client  client.Client
 	worker  sdkworker.Worker
 	ic      *interceptor.WorkerInterceptor
@@ -42,19 +33,25 @@ type Worker struct {
 }
 
 // Start validates cfg (see Config.Validate), fills in its defaults and
-// starts the worker: telemetry, the Temporal connection (or an embedded
-// server), the quota store, the simulator (SIM_CONFIG's profile, or
-// DefaultSimConfig) when no API key is set, and a
-// Temporal worker on cfg.TaskQueue with Tollgate's interceptor, the LLM
-// activities and the agent workflows registered. It logs, through logger,
-// which parts are real and which are embedded or simulated; no secret is
-// logged. On error, whatever had started is stopped again.
-func Start(ctx context.Context, cfg Config, logger *slog.Logger) (w *Worker, err error) {
+// starts the worker: telemetry, the Temporal connection, the quota store
+// governed by b (LoadPolicies(cfg.Policies), usually; the zero Budgets
+// governs nothing, and Start warns so), and a Temporal worker on
+// cfg.TaskQueue with Tollgate's interceptor, the LLM activities (for the
+// providers whose keys cfg sets) and the agent workflows registered. It
+// logs, through logger, which parts it uses; no secret is logged. It
+// returns Validate's error, a *ConfigError when no provider key is set, and
+// the error of the first part that fails to start; whatever had started is
+// stopped again.
+func Start(ctx context.Context, cfg Config, b Budgets, logger *slog.Logger) (w *Worker, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if !cfg.HasProviderKey() {
+		return nil, &ConfigError{Env: "OPENAI_API_KEY", Problem: "is empty, and so are ANTHROPIC_API_KEY and GEMINI_API_KEY",
+			Fix: "set the API key of at least one provider (cmd/worker runs its simulator when none is set)"}
+	}
 	cfg = cfg.WithDefaults()
-	w = &Worker{cfg: cfg, logger: logger}
+	w = &Worker{cfg: cfg, logger: logger, budgets: b}
 	defer func() {
 		if err != nil {
 			w.Stop()
@@ -62,18 +59,8 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (w *Worker, err
 		}
 	}()
 
-	if w.budgets, err = w.loadBudgets(); err != nil {
-		return w, err
-	}
-	if cfg.Simulated() {
-		// Checked before anything starts: a profile that refuses the
-		// worker's keys would fail every call, not the start.
-		if w.profile, err = cfg.simProfile(); err != nil {
-			return w, err
-		}
-		if err := cfg.checkInProcessSim(w.profile); err != nil {
-			return w, err
-		}
+	if len(b.Policies.Keys()) == 0 {
+		logger.Warn("policies: none: calls run ungoverned; set POLICIES to a policies file with your providers' limits")
 	}
 	if w.tel, err = newTelemetry(ctx, cfg, logger); err != nil {
 		return w, err
@@ -118,10 +105,18 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (w *Worker, err
 	return w, nil
 }
 
-// Run starts the worker and serves until ctx is done (an interrupt, in
-// cmd/worker), then stops it.
+// Run loads the budgets of cfg.Policies, starts the worker and serves until
+// ctx is done (an interrupt, in a main), then stops it. It returns Start's
+// error, or a *ConfigError naming POLICIES.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	w, err := Start(ctx, cfg, logger)
+	var b Budgets
+	if cfg.Policies != "" {
+		var err error
+		if b, err = LoadPolicies(cfg.Policies); err != nil {
+			return &ConfigError{Env: "POLICIES", Value: cfg.Policies, Problem: "cannot be used", Fix: oneLine(err.Error()), Err: err}
+		}
+	}
+	w, err := Start(ctx, cfg, b, logger)
 	if err != nil {
 		return err
 	}
@@ -131,45 +126,15 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	return nil
 }
 
-func (w *Worker) loadBudgets() (Budgets, error) {
-	switch {
-	case w.cfg.Policies != "":
-		b, err := LoadPolicies(w.cfg.Policies)
-		if err != nil {
-			return Budgets{}, &ConfigError{Env: "POLICIES", Value: w.cfg.Policies, Problem: "cannot be used", Fix: err.Error(), Err: err}
-		}
-		w.logger.Info("policies: loaded", "file", w.cfg.Policies, "keys", len(b.Policies.Keys()))
-		return b, nil
-	case w.cfg.Simulated():
-		w.logger.Info("policies: the simulator's defaults (POLICIES is empty)", "keys", len(DefaultBudgets().Policies.Keys()))
-		if w.cfg.SimConfig != "" {
-			w.logger.Warn("policies: the defaults describe worker.DefaultSimConfig's models, not SIM_CONFIG's; set POLICIES to the limits of the models SIM_CONFIG serves",
-				"sim_config", w.cfg.SimConfig)
-		}
-		return DefaultBudgets(), nil
-	}
-	w.logger.Warn("policies: none (POLICIES is empty): calls run ungoverned; set POLICIES to a policies file with your providers' limits")
-	return Budgets{}, nil
-}
-
-// dial connects to Temporal, starting the embedded server first when no
-// address is configured. The client carries the SDK's metrics handler and
-// tracing interceptor, which workers built on it inherit.
+// dial connects to Temporal. The client carries the SDK's metrics handler
+// and tracing interceptor, which workers built on it inherit.
 func (w *Worker) dial() error {
 	cfg := w.cfg
 	addr := cfg.TemporalAddress
 	if addr == "" {
-		dev, err := devserver.Start(devserver.Options{Address: cfg.EmbeddedAddress, Namespace: cfg.Namespace})
-		if err != nil {
-			return fmt.Errorf("worker: embedded Temporal server: %w", err)
-		}
-		w.dev = dev
-		addr = dev.Address()
-		w.logger.Info("temporal: embedded server (TEMPORAL_ADDRESS is empty; SQLite in memory, history is lost on exit)", "address", addr, "namespace", cfg.Namespace)
-	} else {
-		w.logger.Info("temporal: real server", "address", addr, "namespace", cfg.Namespace)
+		addr = DefaultTemporalAddress
 	}
-	w.address = addr
+	w.logger.Info("temporal: server", "address", addr, "namespace", cfg.Namespace)
 	tracing, err := w.tel.tracing()
 	if err != nil {
 		return fmt.Errorf("worker: tracing interceptor: %w", err)
@@ -184,53 +149,28 @@ func (w *Worker) dial() error {
 		Interceptors:   []sdkinterceptor.ClientInterceptor{tracing},
 	})
 	if err != nil {
-		return fmt.Errorf("worker: connect to Temporal at %s: %w (is the server up? set TEMPORAL_ADDRESS, or leave it empty for the embedded server)", addr, err)
+		return fmt.Errorf("worker: connect to Temporal at %s: %w (is the server up? set TEMPORAL_ADDRESS to its frontend's host:port)", addr, err)
 	}
 	w.client = c
 	return nil
 }
 
-// providers builds the activities: on the real providers whose keys are
-// set, or on an in-process llmsim when none is.
+// providers builds the activities on the providers whose keys are set.
 func (w *Worker) providers() (*activities.Activities, error) {
 	cfg := w.cfg
 	var ac activities.Config
-	if cfg.Simulated() {
-		sim, err := llmsim.New(w.profile)
-		if err != nil {
-			return nil, fmt.Errorf("worker: simulator: %w", err)
-		}
-		l, err := net.Listen("tcp", cfg.SimAddress)
-		if err != nil {
-			return nil, fmt.Errorf("worker: simulator: listen on %s: %w (set SIM_ADDRESS to a free address)", cfg.SimAddress, err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		w.sim, w.stopSim = sim, cancel
-		w.simURL = "http://" + l.Addr().String()
-		go func() {
-			if err := sim.Serve(ctx, l); err != nil {
-				w.logger.Error("simulator stopped", "error", err)
-			}
-		}()
-		ac.OpenAI = activities.ProviderConfig{APIKey: SimOpenAIKey, BaseURL: w.simURL + "/v1/"}
-		ac.Anthropic = activities.ProviderConfig{APIKey: SimAnthropicKey, BaseURL: w.simURL}
-		ac.Gemini = activities.ProviderConfig{APIKey: SimGeminiKey, BaseURL: w.simURL}
-		w.logger.Info("providers: simulated by llmsim in-process (no OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY), serving "+cfg.simProfileName(),
-			"url", w.simURL, "models", simModels(w.profile))
-	} else {
-		if cfg.OpenAIAPIKey != "" {
-			ac.OpenAI = activities.ProviderConfig{APIKey: cfg.OpenAIAPIKey, BaseURL: cfg.OpenAIBaseURL,
-				Organization: cfg.OpenAIOrganization, Project: cfg.OpenAIProject}
-			w.logger.Info("providers: OpenAI (real; key set)", "base_url", orDefault(cfg.OpenAIBaseURL, activities.DefaultOpenAIBaseURL))
-		}
-		if cfg.AnthropicAPIKey != "" {
-			ac.Anthropic = activities.ProviderConfig{APIKey: cfg.AnthropicAPIKey, BaseURL: cfg.AnthropicBaseURL}
-			w.logger.Info("providers: Anthropic (real; key set)", "base_url", orDefault(cfg.AnthropicBaseURL, activities.DefaultAnthropicBaseURL))
-		}
-		if cfg.GeminiAPIKey != "" {
-			ac.Gemini = activities.ProviderConfig{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL}
-			w.logger.Info("providers: Gemini (real; key set)", "base_url", orDefault(cfg.GeminiBaseURL, activities.DefaultGeminiBaseURL))
-		}
+	if cfg.OpenAIAPIKey != "" {
+		ac.OpenAI = activities.ProviderConfig{APIKey: cfg.OpenAIAPIKey, BaseURL: cfg.OpenAIBaseURL,
+			Organization: cfg.OpenAIOrganization, Project: cfg.OpenAIProject}
+		w.logger.Info("providers: OpenAI (key set)", "base_url", orDefault(cfg.OpenAIBaseURL, activities.DefaultOpenAIBaseURL))
+	}
+	if cfg.AnthropicAPIKey != "" {
+		ac.Anthropic = activities.ProviderConfig{APIKey: cfg.AnthropicAPIKey, BaseURL: cfg.AnthropicBaseURL}
+		w.logger.Info("providers: Anthropic (key set)", "base_url", orDefault(cfg.AnthropicBaseURL, activities.DefaultAnthropicBaseURL))
+	}
+	if cfg.GeminiAPIKey != "" {
+		ac.Gemini = activities.ProviderConfig{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL}
+		w.logger.Info("providers: Gemini (key set)", "base_url", orDefault(cfg.GeminiBaseURL, activities.DefaultGeminiBaseURL))
 	}
 	a, err := activities.New(ac)
 	if err != nil {
@@ -256,12 +196,6 @@ func (w *Worker) Stop() {
 	if w.client != nil {
 		w.client.Close()
 	}
-	if w.dev != nil {
-		w.dev.Stop()
-	}
-	if w.stopSim != nil {
-		w.stopSim()
-	}
 	for i := len(w.closers) - 1; i >= 0; i-- {
 		_ = w.closers[i]()
 	}
@@ -276,10 +210,6 @@ func (w *Worker) Stop() {
 // its task queue. Do not close it; Stop does.
 func (w *Worker) Client() client.Client { return w.client }
 
-// TemporalAddress returns the host:port of the Temporal frontend the worker
-// uses: TEMPORAL_ADDRESS, or the embedded server's.
-func (w *Worker) TemporalAddress() string { return w.address }
-
 // Config returns the configuration the worker runs with, defaults filled in.
 func (w *Worker) Config() Config { return w.cfg }
 
@@ -291,10 +221,6 @@ func (w *Worker) Store() quota.Store { return w.store }
 
 // Budgets returns the policies and fallback chains in force.
 func (w *Worker) Budgets() Budgets { return w.budgets }
-
-// Sim returns the in-process simulator, or nil when real providers are
-// configured.
-func (w *Worker) Sim() *llmsim.Sim { return w.sim }
 
 // MetricsAddr returns the address /metrics is served on, or "" when off.
 func (w *Worker) MetricsAddr() string { return w.tel.addr }

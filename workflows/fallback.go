@@ -9,14 +9,15 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tollgate/tollgate"
+	"github.com/tollgate/tollgate/internal/fallback"
 )
 
 // FallbackWorkflow runs an escalated governed call on its backup chain: each
 // target in turn, until one answers. The call's input arrives unchanged as
-// arg; each step's target travels with the activity call (see
-// tollgate.FallbackStep) and the activity interceptor applies it. A step that
-// escalates, or whose key is spend-capped, hands over to the next; any other
-// failure ends the chain. When every target failed, the error is a
+// arg; each step's target travels with the activity call, in its header,
+// and the activity interceptor applies it. A step that escalates, or whose
+// key is spend-capped, hands over to the next; any other failure ends the
+// chain. When every target failed, the error is a
 // non-retryable tollgate.FallbackChainExhausted naming every model tried.
 //
 // The interceptor starts it as a child (registered as
@@ -35,9 +36,9 @@ func FallbackWorkflow(ctx workflow.Context, in tollgate.FallbackInput, arg conve
 	tried := []string{in.From}
 	var last error
 	for i, target := range in.Chain {
-		step := tollgate.FallbackStep{Target: target, Step: i + 1, Steps: len(in.Chain)}
+		step := fallback.Step{Target: target, Step: i + 1, Steps: len(in.Chain)}
 		var out converter.RawValue
-		err := workflow.ExecuteActivity(tollgate.WithFallbackStep(ctx, step), in.ActivityType, arg).Get(ctx, &out)
+		err := workflow.ExecuteActivity(fallback.WithStep(ctx, step), in.ActivityType, arg).Get(ctx, &out)
 		if err == nil {
 			return out, nil
 		}

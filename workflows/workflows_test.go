@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/interceptor"
+	"github.com/tollgate/tollgate/internal/fallback"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/memory"
 	"github.com/tollgate/tollgate/workflows"
@@ -96,7 +97,7 @@ func TestFallbackWorkflowMovesPastCappedModels(t *testing.T) {
 	env := newEnv(t, f)
 	env.ExecuteWorkflow(tollgate.FallbackWorkflowName, tollgate.FallbackInput{
 		ActivityType: activities.CompleteActivity, From: "openai/m0", Chain: []string{"openai/m1", "openai/m2"},
-		Options: tollgate.FallbackOptionsFrom(workflows.LLMActivityOptions()),
+		Options: fallback.OptionsFrom(workflows.LLMActivityOptions()),
 	}, request("m0"))
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())

@@ -14,12 +14,11 @@ import (
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
-	"github.com/tollgate/tollgate/worker"
 	"github.com/tollgate/tollgate/workflows"
 )
 
 // plan is the demo's workload: how many agent workflows run against each
-// model of worker.DefaultSimConfig.
+// model of defaultSimConfig.
 type plan struct {
 	// Primary workflows talk to the tight model (60 RPM); Tollgate queues
 	// them so the provider never has to say 429.
@@ -32,7 +31,7 @@ type plan struct {
 	// the key closes and the rest of their calls fall back.
 	Capped int
 	// Gemini workflows talk to the Gemini model whose project has only
-	// worker.SimGeminiRequestsPerDay requests left today: Gemini's per-day
+	// simGeminiRequestsPerDay requests left today: Gemini's per-day
 	// 429 closes the key until midnight America/Los_Angeles, and the rest of
 	// their calls fall back to the OpenAI backup.
 	Gemini int
@@ -88,10 +87,10 @@ func (p plan) jobs(run string) []job {
 			})
 		}
 	}
-	add(p.Primary, "primary", activities.OpenAI, worker.SimPrimary)
-	add(p.Flaky, "flaky", activities.OpenAI, worker.SimFlaky)
-	add(p.Capped, "capped", activities.Anthropic, worker.SimCapped)
-	add(p.Gemini, "gemini", activities.Gemini, worker.SimGemini)
+	add(p.Primary, "primary", activities.OpenAI, simPrimary)
+	add(p.Flaky, "flaky", activities.OpenAI, simFlaky)
+	add(p.Capped, "capped", activities.Anthropic, simCapped)
+	add(p.Gemini, "gemini", activities.Gemini, simGemini)
 	return js
 }
 
@@ -109,10 +108,10 @@ func (t *tally) done() int64 { return t.completed.Load() + t.failed.Load() }
 // runDemo runs the workload on the embedded defaults (whatever Temporal and
 // store cfg names; always the simulated providers), shows progress on out
 // and returns 0 when everything behaved as designed.
-func runDemo(ctx context.Context, cfg worker.Config, p plan, out, errOut io.Writer, tty bool) int {
+func runDemo(ctx context.Context, cfg config, p plan, out, errOut io.Writer, tty bool) int {
 	var level slog.LevelVar
 	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: &level}))
-	if !cfg.Simulated() {
+	if !cfg.simulated() {
 		logger.Info("demo: runs on the simulated providers only; ignoring the API keys and base URLs")
 		cfg.OpenAIAPIKey, cfg.AnthropicAPIKey, cfg.OpenAIBaseURL, cfg.AnthropicBaseURL = "", "", "", ""
 		cfg.GeminiAPIKey, cfg.GeminiBaseURL = "", ""
@@ -126,19 +125,22 @@ func runDemo(ctx context.Context, cfg worker.Config, p plan, out, errOut io.Writ
 		cfg.SimConfig = ""
 	}
 	start := time.Now()
-	w, err := worker.Start(ctx, cfg, logger)
+	a, err := startApp(ctx, cfg, logger)
 	if err != nil {
 		fmt.Fprintln(errOut, "demo:", err)
 		return 1
 	}
-	defer w.Stop()
+	defer a.stop()
+	if u := a.uiURL(); u != "" {
+		fmt.Fprintf(out, "Temporal UI: %s (the agents' workflows, each refusal's scheduled retry, the fallback children)\n", u)
+	}
+	w, sim := a.w, a.sim
 	// From here on the status block is the output: nothing is logged (the
 	// SDK logs every retried attempt at error level, and each retry here is
 	// by design). Failures show in the summary.
 	level.Set(slog.LevelError + 4)
 
-	sim := w.Sim()
-	if err := sim.Inject(llmsim.Fault{Kind: llmsim.FaultRateLimit, Provider: llmsim.OpenAI, Model: worker.SimFlaky,
+	if err := sim.Inject(llmsim.Fault{Kind: llmsim.FaultRateLimit, Provider: llmsim.OpenAI, Model: simFlaky,
 		After: p.FlakyAfter, RetryAfter: time.Second}); err != nil {
 		fmt.Fprintln(errOut, "demo:", err)
 		return 1
@@ -204,7 +206,7 @@ loop:
 		}
 	}
 	view.draw(context.Background())
-	return summarize(out, w, p, &t, time.Since(start))
+	return summarize(out, w, sim, p, &t, time.Since(start))
 }
 
 // verdict checks the run against the design: every workflow completed, the
@@ -217,7 +219,7 @@ func verdict(n int, st interceptor.Stats, t *tally, primary429 int64, dailyClose
 		bad = append(bad, fmt.Sprintf("completed=%d, want every one of the %d workflows", c, n))
 	}
 	if primary429 > 0 {
-		bad = append(bad, fmt.Sprintf("%s answered %d 429s: Tollgate let through more than its limit", worker.SimPrimary, primary429))
+		bad = append(bad, fmt.Sprintf("%s answered %d 429s: Tollgate let through more than its limit", simPrimary, primary429))
 	}
 	if st.Escalations < 1 {
 		bad = append(bad, "no call escalated to a backup model")

@@ -26,7 +26,7 @@ func TestDemoSmallWorkload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a workload for about ten seconds")
 	}
-	cfg := worker.Config{EmbeddedAddress: "127.0.0.1:0", MetricsAddr: "off", TaskQueue: "demo-test"}
+	cfg := config{Config: worker.Config{MetricsAddr: "off", TaskQueue: "demo-test"}, EmbeddedAddress: "127.0.0.1:0", UIAddress: "127.0.0.1:0"}
 	// Six two-turn Gemini agents meet their project's last 10 requests of
 	// the day: the eleventh call closes the key (about 22 s in, at the
 	// policy's 8 a minute), and the calls queued behind it fall back.
@@ -42,6 +42,7 @@ func TestDemoSmallWorkload(t *testing.T) {
 	require.NotEqual(t, "0", m[5], "fallbacks")
 	require.NotEqual(t, "0", m[6], "spend caps")
 	require.Contains(t, out.String(), "demo: t=", "plain progress lines when stdout is not a terminal")
+	require.Regexp(t, `^Temporal UI: http://127\.0\.0\.1:\d+/namespaces/default/workflows `, lines[0], "the UI's address comes first")
 	require.Regexp(t, `(?m)^demo: t=\S+ gemini/default/gemini-2\.5-flash CLOSED until \w+ \d+ \w+ 00:00 P[SD]T \(in \S+, daily_quota\)$`, out.String(),
 		"the moment the key closed, with midnight in Los Angeles")
 	require.Regexp(t, `(?m)^\s*gemini-2\.5-flash\s+10 requests left today\s+6\s+1[1-2]\s+10\s+1\s+0\s*$`, out.String(),

@@ -8,8 +8,13 @@
 //
 // Configuration comes from environment variables and flags of the same name
 // (TEMPORAL_ADDRESS or -temporal-address; flags win); run with -h for the
-// list. With none at all it starts an embedded Temporal server, the memory
-// store and a simulated provider, and says so.
+// list. With none at all it starts an embedded Temporal server with the
+// Temporal Web UI on http://127.0.0.1:8233, the memory store and a simulated
+// provider, and says so.
+//
+// The worker itself is package worker, a library a service's own main can
+// use instead; the embedded server, its UI, the simulator and the demo's
+// view are this command's alone.
 package main
 
 import (
@@ -25,6 +30,7 @@ import (
 	"syscall"
 
 	goredis "github.com/redis/go-redis/v9"
+	"golang.org/x/term"
 
 	"github.com/tollgate/tollgate/worker"
 )
@@ -41,7 +47,7 @@ const usage = `usage: worker [serve|demo|status|sim|health] [flags]
   demo    run a realistic workload on the embedded defaults and report
   status  print each policy key's bucket levels from the configured store
           (with REDIS_URL, from Redis itself; exits 1 when it is unreachable)
-  sim     serve the simulated providers (SIM_CONFIG, or worker.DefaultSimConfig)
+  sim     serve the simulated providers (SIM_CONFIG, or the default profile)
           on SIM_ADDRESS, for a fleet of workers to share (see docker-compose.yml)
   health  exit 0 when the worker's /metrics answers on METRICS_ADDR, else 1
           (a container health check that needs no shell)
@@ -65,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "worker: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
-	cfg, err := worker.LoadConfig(args, getenv, stderr)
+	cfg, err := loadConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stderr, "\n"+usage)
 		return 0
@@ -82,13 +88,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// go-redis logs each failed dial itself; status reports the
 		// outcome in one line, so its lines go to the logger's debug level.
 		goredis.SetLogger(redisLog{logger})
-		if err := worker.Status(ctx, cfg, stdout, logger); err != nil {
+		if err := status(ctx, cfg, stdout, logger); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
 		return 0
 	case "health":
-		if err := worker.Health(ctx, cfg); err != nil {
+		if err := health(ctx, cfg.Config); err != nil {
 			fmt.Fprintln(stderr, err)
 			var ce *worker.ConfigError
 			if errors.As(err, &ce) {
@@ -105,13 +111,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 	if cmd == "sim" {
-		if err := worker.ServeSim(ctx, cfg, logger); err != nil {
+		if err := serveSim(ctx, cfg, logger); err != nil {
 			logger.Error("simulator failed", "error", err)
 			return 1
 		}
 		return 0
 	}
-	if err := worker.Run(ctx, cfg, logger); err != nil {
+	if err := serve(ctx, cfg, logger); err != nil {
 		logger.Error("worker failed", "error", err)
 		return 1
 	}
@@ -125,13 +131,10 @@ func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 	l.logger.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
 }
 
-// isTerminal reports whether w is a character device (a terminal), where the
-// demo redraws its status block in place.
+// isTerminal reports whether w is a terminal, where the demo redraws its
+// status block in place. (A character device is not enough: /dev/null is
+// one.)
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }

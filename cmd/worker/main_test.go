@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,15 +16,14 @@ import (
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/internal/syncbuf"
 	"github.com/tollgate/tollgate/internal/testnet"
-	"github.com/tollgate/tollgate/worker"
 	"github.com/tollgate/tollgate/workflows"
 )
 
 // serve on the embedded defaults: a client runs an agent workflow through
 // it, and /metrics shows the admissions it counted.
 func TestServeOnTheEmbeddedDefaults(t *testing.T) {
-	temporalAddr, metricsAddr := testnet.FreeAddr(t), testnet.FreeAddr(t)
-	env := map[string]string{"TEMPORAL_EMBEDDED_ADDRESS": temporalAddr, "METRICS_ADDR": metricsAddr, "TASK_QUEUE": "serve-test"}
+	temporalAddr, metricsAddr, uiAddr := testnet.FreeAddr(t), testnet.FreeAddr(t), testnet.FreeAddr(t)
+	env := map[string]string{"TEMPORAL_EMBEDDED_ADDRESS": temporalAddr, "METRICS_ADDR": metricsAddr, "TEMPORAL_UI_ADDRESS": uiAddr, "TASK_QUEUE": "serve-test"}
 	ctx, cancel := context.WithCancel(context.Background())
 	var logs syncbuf.Buffer
 	exit := make(chan int, 1)
@@ -50,19 +50,24 @@ func TestServeOnTheEmbeddedDefaults(t *testing.T) {
 	defer c.Close()
 
 	out := logs.String()
-	for _, says := range []string{"temporal: embedded server", "quota store: process memory", "providers: simulated by llmsim", "metrics: Prometheus endpoint"} {
+	for _, says := range []string{"temporal: embedded server", "temporal ui: serving", "quota store: process memory", "providers: simulated by llmsim", "metrics: Prometheus endpoint"} {
 		require.Contains(t, out, says, "the logs say which parts are embedded or simulated")
 	}
+	require.Contains(t, out, "url=http://"+uiAddr+"/namespaces/default/workflows", "the UI's URL is logged")
+	ui, err := http.Get("http://" + uiAddr + "/")
+	require.NoError(t, err)
+	ui.Body.Close()
+	require.Equal(t, http.StatusOK, ui.StatusCode, "the Temporal UI answers beside the embedded server")
 
 	runCtx, stop := context.WithTimeout(context.Background(), time.Minute)
 	defer stop()
 	r, err := c.ExecuteWorkflow(runCtx, client.StartWorkflowOptions{ID: "serve-test-agent", TaskQueue: "serve-test"}, workflows.AgentWorkflow,
-		workflows.AgentInput{Provider: activities.OpenAI, Model: worker.SimPrimary, Task: "Plan a picnic.", Turns: 2, MaxOutputTokens: 64})
+		workflows.AgentInput{Provider: activities.OpenAI, Model: simPrimary, Task: "Plan a picnic.", Turns: 2, MaxOutputTokens: 64})
 	require.NoError(t, err)
 	var res workflows.AgentResult
 	require.NoError(t, r.Get(runCtx, &res))
 	require.Len(t, res.Turns, 2)
-	require.Equal(t, worker.SimPrimary, res.Turns[1].Model)
+	require.Equal(t, simPrimary, res.Turns[1].Model)
 
 	resp, err := http.Get("http://" + metricsAddr + "/metrics")
 	require.NoError(t, err)
@@ -183,7 +188,7 @@ func TestSimServesTheDefaultProfile(t *testing.T) {
 	require.Eventually(t, func() bool {
 		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
 		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+worker.SimOpenAIKey)
+		req.Header.Set("Authorization", "Bearer "+simOpenAIKey)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -194,4 +199,19 @@ func TestSimServesTheDefaultProfile(t *testing.T) {
 		return true
 	}, 10*time.Second, 50*time.Millisecond)
 	require.Equal(t, http.StatusOK, status)
+}
+
+// Output to a file, a pipe or /dev/null (a character device, but no
+// terminal) gets plain progress lines, not redraws.
+func TestIsTerminalOnlyForATerminal(t *testing.T) {
+	require.False(t, isTerminal(&bytes.Buffer{}))
+	null, err := os.Open(os.DevNull)
+	require.NoError(t, err)
+	defer null.Close()
+	require.False(t, isTerminal(null))
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	require.False(t, isTerminal(w))
 }

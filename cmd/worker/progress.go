@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/classify"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/testsuite/llmsim"
 	"github.com/tollgate/tollgate/worker"
 )
 
@@ -42,7 +43,7 @@ func (v *progress) draw(ctx context.Context) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "Tollgate demo: %d agent workflows x %d turns on simulated providers   %s\n", n, v.plan.Turns, elapsed)
 	fmt.Fprintf(&b, "workflows  %s %d/%d done, %d failed, %d turns answered by a backup\n",
-		worker.Bar(float64(v.tally.done()), int64(n), 30), v.tally.done(), n, v.tally.failed.Load(), v.tally.backupTurns.Load())
+		bar(float64(v.tally.done()), int64(n), 30), v.tally.done(), n, v.tally.failed.Load(), v.tally.backupTurns.Load())
 	fmt.Fprintf(&b, "tollgate   admitted %d  queued %d  refused %d  |  provider 429s %d  escalations %d  fallbacks %d  spend caps %d\n",
 		st.Admitted, st.Queued, st.Refused, st.ProviderRateLimited, st.Escalations, st.Fallbacks, st.SpendCapped)
 	for _, k := range v.w.Budgets().Policies.Keys() {
@@ -91,7 +92,7 @@ func levels(ctx context.Context, s quota.Store, k quota.Key, zone *time.Location
 	for _, l := range snap.Axes {
 		switch l.Axis {
 		case quota.Requests:
-			parts = append(parts, fmt.Sprintf("requests %s %6.1f/%d", worker.Bar(l.Available, l.Capacity, 20), l.Available, l.Capacity))
+			parts = append(parts, fmt.Sprintf("requests %s %6.1f/%d", bar(l.Available, l.Capacity, 20), l.Available, l.Capacity))
 		case quota.RequestsPerDay:
 			parts = append(parts, fmt.Sprintf("today %.0f/%d", l.Available, l.Capacity))
 		}
@@ -146,9 +147,8 @@ func closedUntilMidnight(snap quota.Snapshot, zone *time.Location) bool {
 
 // summarize prints the per-model table, the verdict and the last line, and
 // returns the exit code.
-func summarize(out io.Writer, w *worker.Worker, p plan, t *tally, took time.Duration) int {
+func summarize(out io.Writer, w *worker.Worker, sim *llmsim.Sim, p plan, t *tally, took time.Duration) int {
 	st := w.Stats()
-	sim := w.Sim()
 	fmt.Fprintf(out, "\nsummary after %s\n\n", took.Round(100*time.Millisecond))
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "model\trole\tworkflows\tcalls received\tanswered\t429 answers\tof which spend cap\t")
@@ -156,18 +156,18 @@ func summarize(out io.Writer, w *worker.Worker, p plan, t *tally, took time.Dura
 		name, role string
 		n          int
 	}{
-		{worker.SimPrimary, "primary, 60 RPM", p.Primary},
-		{worker.SimFlaky, "429 faults after call " + fmt.Sprint(p.FlakyAfter), p.Flaky},
-		{worker.SimCapped, "account spend cap", p.Capped},
-		{worker.SimGemini, fmt.Sprintf("%d requests left today", worker.SimGeminiRequestsPerDay), p.Gemini},
-		{worker.SimBackup, "backup", 0},
+		{simPrimary, "primary, 60 RPM", p.Primary},
+		{simFlaky, "429 faults after call " + fmt.Sprint(p.FlakyAfter), p.Flaky},
+		{simCapped, "account spend cap", p.Capped},
+		{simGemini, fmt.Sprintf("%d requests left today", simGeminiRequestsPerDay), p.Gemini},
+		{simBackup, "backup", 0},
 	} {
 		s := sim.Stats(m.name)
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", m.name, m.role, m.n, s.Received, s.Accepted, s.TooManyRequests, s.SpendCapped)
 	}
 	tw.Flush()
-	fmt.Fprintf(out, "\naccount research (%s): spent %d tokens of its %d-token spend cap\n", worker.SimCapped, sim.Spent("research"), worker.SimSpendCapTokens)
-	geminiKey := quota.Key{Provider: activities.Gemini, Model: worker.SimGemini}
+	fmt.Fprintf(out, "\naccount research (%s): spent %d tokens of its %d-token spend cap\n", simCapped, sim.Spent("research"), simSpendCapTokens)
+	geminiKey := quota.Key{Provider: activities.Gemini, Model: simGemini}
 	zone := dayZone(w.Budgets(), geminiKey)
 	snap, err := w.Store().Snapshot(context.Background(), geminiKey)
 	dailyClosed := err == nil && closedUntilMidnight(snap, zone)
@@ -176,7 +176,7 @@ func summarize(out io.Writer, w *worker.Worker, p plan, t *tally, took time.Dura
 		geminiState = note
 	}
 	fmt.Fprintf(out, "project studio (%s): had %d requests left today; its key is %s; %d Gemini turns answered by %s instead\n",
-		worker.SimGemini, worker.SimGeminiRequestsPerDay, geminiState, t.geminiBackupTurns.Load(), worker.SimBackup)
+		simGemini, simGeminiRequestsPerDay, geminiState, t.geminiBackupTurns.Load(), simBackup)
 	daily := 0
 	for _, k := range w.Budgets().Policies.Keys() {
 		if s, err := w.Store().Snapshot(context.Background(), k); err == nil && s.PausedUntil.After(s.At) && s.PauseReason == classify.DailyQuota.String() {
@@ -197,7 +197,7 @@ func summarize(out io.Writer, w *worker.Worker, p plan, t *tally, took time.Dura
 	}
 	t.mu.Unlock()
 	code := 0
-	if bad := verdict(p.workflows(), st, t, sim.Stats(worker.SimPrimary).TooManyRequests, dailyClosed); len(bad) > 0 {
+	if bad := verdict(p.workflows(), st, t, sim.Stats(simPrimary).TooManyRequests, dailyClosed); len(bad) > 0 {
 		code = 1
 		for _, b := range bad {
 			fmt.Fprintln(out, "NOT AS DESIGNED:", b)

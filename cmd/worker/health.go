@@ -1,4 +1,4 @@
-package worker
+package main
 
 import (
 	"context"
@@ -7,31 +7,33 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/tollgate/tollgate/worker"
 )
 
-// HealthTimeout bounds how long Health waits for the metrics endpoint.
-const HealthTimeout = 3 * time.Second
+// healthTimeout bounds how long health waits for the metrics endpoint.
+const healthTimeout = 3 * time.Second
 
-// Health checks that a worker configured like cfg is up: its Prometheus
+// health checks that a worker configured like cfg is up: its Prometheus
 // endpoint on cfg.MetricsAddr (a wildcard host such as 0.0.0.0 is asked on
-// loopback) answers GET /metrics with 200 within HealthTimeout. It is meant
+// loopback) answers GET /metrics with 200 within healthTimeout. It is meant
 // to run next to the worker, with the same configuration, e.g. as a
 // container's health check, where the image has no shell or curl. It returns
-// a *ConfigError when METRICS_ADDR is off or names port 0 (there is nothing
-// to ask), and an error naming METRICS_ADDR when the endpoint does not answer
-// or answers another status.
-func Health(ctx context.Context, cfg Config) error {
+// a *worker.ConfigError when METRICS_ADDR is off or names port 0 (there is
+// nothing to ask), and an error naming METRICS_ADDR when the endpoint does
+// not answer or answers another status.
+func health(ctx context.Context, cfg worker.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	cfg = cfg.WithDefaults()
 	if cfg.MetricsAddr == "off" {
-		return &ConfigError{Env: "METRICS_ADDR", Value: cfg.MetricsAddr, Problem: "turns off the endpoint health asks",
+		return &worker.ConfigError{Env: "METRICS_ADDR", Value: cfg.MetricsAddr, Problem: "turns off the endpoint health asks",
 			Fix: "run the worker with METRICS_ADDR set (e.g. 0.0.0.0:9464) and health with the same value"}
 	}
 	host, port, _ := net.SplitHostPort(cfg.MetricsAddr) // Validate checked it
 	if port == "0" {
-		return &ConfigError{Env: "METRICS_ADDR", Value: cfg.MetricsAddr, Problem: "is a port the worker picks at start, unknown to health",
+		return &worker.ConfigError{Env: "METRICS_ADDR", Value: cfg.MetricsAddr, Problem: "is a port the worker picks at start, unknown to health",
 			Fix: "give the worker a fixed port, e.g. 0.0.0.0:9464, and health the same value"}
 	}
 	switch host {
@@ -41,7 +43,7 @@ func Health(ctx context.Context, cfg Config) error {
 		host = "::1"
 	}
 	url := "http://" + net.JoinHostPort(host, port) + "/metrics"
-	ctx, cancel := context.WithTimeout(ctx, HealthTimeout)
+	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

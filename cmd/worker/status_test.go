@@ -1,4 +1,4 @@
-package worker
+package main
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/testsuite/redistest"
+	"github.com/tollgate/tollgate/worker"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -23,29 +24,29 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // With Redis down, status fails and says so: the failover store a worker
 // falls back on would show full stand-in buckets that nobody shares.
 func TestStatusFailsWhenRedisIsUnreachable(t *testing.T) {
-	cfg := Config{RedisURL: "redis://" + testnet.FreeAddr(t) + "/0", StoreFailure: "local", StoreLocalShare: 0.5}
+	cfg := config{Config: worker.Config{RedisURL: "redis://" + testnet.FreeAddr(t) + "/0", StoreFailure: "local", StoreLocalShare: 0.5}}
 	var out bytes.Buffer
-	err := Status(context.Background(), cfg, &out, quietLogger())
+	err := status(context.Background(), cfg, &out, quietLogger())
 	require.Error(t, err)
 	require.ErrorContains(t, err, "REDIS_URL")
 	require.ErrorContains(t, err, "unreachable")
 	require.NotContains(t, out.String(), "[#", "no levels are printed")
 }
 
-// Status reads the levels the fleet shares: budget spent through one client
+// status reads the levels the fleet shares: budget spent through one client
 // of the Redis shows as lowered levels.
 func TestStatusShowsWhatTheFleetSpentInRedis(t *testing.T) {
 	srv := redistest.StartServer(t)
-	ps := DefaultBudgets().Policies
+	ps := defaultBudgets().Policies
 	fleet, err := redis.New(srv.Client(), ps, redis.Options{})
 	require.NoError(t, err)
-	key := quota.Key{Provider: "openai", Model: SimPrimary}
+	key := quota.Key{Provider: "openai", Model: simPrimary}
 	d, err := fleet.Reserve(context.Background(), quota.Reservation{Key: key, Ticket: "status-test", Cost: quota.Cost{Requests: 20, Tokens: 50_000}})
 	require.NoError(t, err)
 	require.Equal(t, quota.Granted, d.Outcome)
 
 	var out bytes.Buffer
-	require.NoError(t, Status(context.Background(), Config{RedisURL: srv.URL()}, &out, quietLogger()))
+	require.NoError(t, status(context.Background(), config{Config: worker.Config{RedisURL: srv.URL()}}, &out, quietLogger()))
 	require.Contains(t, out.String(), "store: Redis")
 
 	// 57 requests (60 less 5% headroom) less 20, plus what refilled since
@@ -58,7 +59,7 @@ func TestStatusShowsWhatTheFleetSpentInRedis(t *testing.T) {
 	require.Equal(t, 600.0, available(t, out.String(), "openai/default/gpt-4o", "requests", 600), "untouched keys stay full")
 }
 
-// available reads one row's AVAILABLE column from WriteStatus's table.
+// available reads one row's AVAILABLE column from writeStatus's table.
 func available(t *testing.T, table, key, axis string, capacity int) float64 {
 	t.Helper()
 	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `\s+` + axis + `\s+` + strconv.Itoa(capacity) + `\s+(-?[0-9.]+)\s`)
@@ -73,28 +74,28 @@ func available(t *testing.T, table, key, axis string, capacity int) float64 {
 // reopens: the next midnight in Los Angeles.
 func TestStatusShowsAGeminiKeyClosedUntilMidnightPacific(t *testing.T) {
 	srv := redistest.StartServer(t)
-	fleet, err := redis.New(srv.Client(), DefaultBudgets().Policies, redis.Options{})
+	fleet, err := redis.New(srv.Client(), defaultBudgets().Policies, redis.Options{})
 	require.NoError(t, err)
 	la, err := time.LoadLocation("America/Los_Angeles")
 	require.NoError(t, err)
 	y, m, d := time.Now().In(la).Date()
 	midnight := time.Date(y, m, d+1, 0, 0, 0, 0, la)
-	key := quota.Key{Provider: "gemini", Model: SimGemini}
+	key := quota.Key{Provider: "gemini", Model: simGemini}
 	require.NoError(t, fleet.Pause(context.Background(), key, time.Until(midnight), "daily_quota"))
 
 	var out bytes.Buffer
-	require.NoError(t, Status(context.Background(), Config{RedisURL: srv.URL()}, &out, quietLogger()))
+	require.NoError(t, status(context.Background(), config{Config: worker.Config{RedisURL: srv.URL()}}, &out, quietLogger()))
 	require.Regexp(t, `(?m)^gemini/default/gemini-2\.5-flash\s+requests\s+8\s.*closed until `+regexp.QuoteMeta(midnight.UTC().Format(time.RFC3339))+`, in \S+ \(daily_quota\)`, out.String())
 	require.Equal(t, 200.0, available(t, out.String(), "gemini/default/gemini-2.5-flash", "requests_per_day", 200), "250 a day less 20% headroom")
 }
 
-// Status shows the estimate ratio a key has learned on the axes it scales.
+// status shows the estimate ratio a key has learned on the axes it scales.
 func TestStatusShowsTheLearnedEstimateRatio(t *testing.T) {
 	srv := redistest.StartServer(t)
-	ps := DefaultBudgets().Policies
+	ps := defaultBudgets().Policies
 	fleet, err := redis.New(srv.Client(), ps, redis.Options{})
 	require.NoError(t, err)
-	key := quota.Key{Provider: "openai", Model: SimPrimary}
+	key := quota.Key{Provider: "openai", Model: simPrimary}
 	ctx := context.Background()
 	for i := range 3 {
 		ticket := "ratio-" + strconv.Itoa(i)
@@ -105,7 +106,27 @@ func TestStatusShowsTheLearnedEstimateRatio(t *testing.T) {
 			Actual: quota.Cost{Requests: 1, Tokens: 1300, InputTokens: 1300, OutputTokens: 20}}))
 	}
 	var out bytes.Buffer
-	require.NoError(t, Status(ctx, Config{RedisURL: srv.URL()}, &out, quietLogger()))
+	require.NoError(t, status(ctx, config{Config: worker.Config{RedisURL: srv.URL()}}, &out, quietLogger()))
 	require.Regexp(t, `(?m)^openai/default/gpt-4o-mini\s+tokens\s+.*×1\.30`, out.String())
 	require.Regexp(t, `(?m)^openai/default/gpt-4o-mini\s+requests\s+.*\s-\s`, out.String(), "requests are counted, not estimated")
+}
+
+func TestBar(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		available float64
+		capacity  int64
+		want      string
+	}{
+		{"full", 57, 57, "[##########]"},
+		{"half, rounded", 28.6, 57, "[#####.....]"},
+		{"over capacity", 80, 57, "[##########]"},
+		{"empty", 0, 57, "[..........]"},
+		{"queued: negative", -3, 57, "[!.........]"},
+		{"no capacity", 5, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, bar(tc.available, tc.capacity, 10))
+		})
+	}
 }

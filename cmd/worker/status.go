@@ -1,38 +1,39 @@
-package worker
+package main
 
 import (
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/classify"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/memory"
+	"github.com/tollgate/tollgate/quota/redis"
 )
 
-// StatusTimeout bounds how long Status waits for Redis to answer before it
+// statusTimeout bounds how long status waits for Redis to answer before it
 // reports Redis unreachable.
-const StatusTimeout = 5 * time.Second
+const statusTimeout = 5 * time.Second
 
-// Status prints each policy key's levels per axis to out, read from the
+// status prints each policy key's levels per axis to out, read from the
 // store cfg configures. With REDIS_URL it reads Redis itself, never through
 // the STORE_FAILURE fallback a worker uses (whose stand-in buckets would show
 // levels nobody shares), and returns an error naming REDIS_URL when Redis
-// does not answer PING within StatusTimeout. With no REDIS_URL the store is
-// a fresh memory store, so the levels shown are full: Status says so. It
-// returns Validate's error for a bad cfg and the store's error when a key
-// cannot be read.
-func Status(ctx context.Context, cfg Config, out io.Writer, logger *slog.Logger) error {
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	cfg = cfg.WithDefaults()
-	w := &Worker{cfg: cfg, logger: logger}
-	b, err := w.loadBudgets()
+// does not answer PING within statusTimeout. With no REDIS_URL the store is
+// a fresh memory store, so the levels shown are full: status says so. It
+// returns the policies' error and the store's error when a key cannot be
+// read.
+func status(ctx context.Context, cfg config, out io.Writer, logger *slog.Logger) error {
+	cfg = cfg.withDefaults()
+	b, err := cfg.budgets(logger)
 	if err != nil {
 		return err
 	}
@@ -43,29 +44,43 @@ func Status(ctx context.Context, cfg Config, out io.Writer, logger *slog.Logger)
 			return fmt.Errorf("worker: memory store: %w", err)
 		}
 		fmt.Fprintln(out, "store: process memory of this command (no REDIS_URL): every bucket is full; set REDIS_URL to read the fleet's levels")
-		return WriteStatus(ctx, out, store, keys)
+		return writeStatus(ctx, out, store, keys)
 	}
-	store, rdb, err := openRedis(cfg, b.Policies)
+	opts, err := goredis.ParseURL(cfg.RedisURL) // loadConfig checked it
 	if err != nil {
-		return err
+		return fmt.Errorf("worker: status: REDIS_URL: %w", err)
 	}
+	rdb := goredis.NewClient(opts)
 	defer rdb.Close()
-	pingCtx, cancel := context.WithTimeout(ctx, StatusTimeout)
+	store, err := redis.New(rdb, b.Policies, redis.Options{})
+	if err != nil {
+		return fmt.Errorf("worker: redis store: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
 	if err := rdb.Ping(pingCtx).Err(); err != nil {
 		return fmt.Errorf("worker: status: Redis at REDIS_URL (-redis-url) %q is unreachable: %w (start Redis, or set REDIS_URL to the fleet's Redis; status reads Redis only, never a fallback)",
 			redactURL(cfg.RedisURL), err)
 	}
 	fmt.Fprintln(out, "store: Redis", redactURL(cfg.RedisURL))
-	return WriteStatus(ctx, out, store, keys)
+	return writeStatus(ctx, out, store, keys)
 }
 
-// WriteStatus prints a table of keys' levels from store: per axis, the
+// redactURL hides a URL's password.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
+}
+
+// writeStatus prints a table of keys' levels from store: per axis, the
 // effective capacity, what is available now, the estimate ratio learned for
 // axes that count prompt tokens, and when a daily window resets; per key,
 // whether and until when it is paused or closed (until a spend cap or daily
 // quota resets).
-func WriteStatus(ctx context.Context, out io.Writer, store quota.Store, keys []quota.Key) error {
+func writeStatus(ctx context.Context, out io.Writer, store quota.Store, keys []quota.Key) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tAXIS\tCAPACITY\tAVAILABLE\tFILL\tESTIMATE\tNOTE")
 	for _, k := range keys {
@@ -74,7 +89,7 @@ func WriteStatus(ctx context.Context, out io.Writer, store quota.Store, keys []q
 			tw.Flush()
 			return fmt.Errorf("worker: status of %s: %w", k, err)
 		}
-		note := pauseNote(snap)
+		note := statusNote(snap)
 		if len(snap.Axes) == 0 {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%s\n", k, note)
 		}
@@ -91,16 +106,16 @@ func WriteStatus(ctx context.Context, out io.Writer, store quota.Store, keys []q
 				estimate = "×" + strconv.FormatFloat(snap.EstimateRatio, 'f', 2, 64)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", k, l.Axis, l.Capacity,
-				strconv.FormatFloat(l.Available, 'f', 1, 64), Bar(l.Available, l.Capacity, 10), estimate, n)
+				strconv.FormatFloat(l.Available, 'f', 1, 64), bar(l.Available, l.Capacity, 10), estimate, n)
 		}
 	}
 	return tw.Flush()
 }
 
-// pauseNote says whether and until when a key is paused: for a while after
+// statusNote says whether and until when a key is paused: for a while after
 // a provider's 429, or closed until a spend cap or daily quota resets (a
 // Gemini key until midnight in Los Angeles), with the time it reopens.
-func pauseNote(snap quota.Snapshot) string {
+func statusNote(snap quota.Snapshot) string {
 	if !snap.PausedUntil.After(snap.At) {
 		return ""
 	}
@@ -119,29 +134,16 @@ func joinNote(a, b string) string {
 	return a + "; " + b
 }
 
-// Bar draws available/capacity as a bar of width cells, e.g. "[#####.....]";
+// bar draws available/capacity as a bar of width cells, e.g. "[#####.....]";
 // a negative level (reservations queued) draws an empty bar marked "!".
-func Bar(available float64, capacity int64, width int) string {
+func bar(available float64, capacity int64, width int) string {
 	if capacity <= 0 || width <= 0 {
 		return ""
 	}
 	frac := available / float64(capacity)
-	mark := byte('#')
 	if frac < 0 {
-		frac, mark = 0, '!'
+		return "[!" + strings.Repeat(".", width-1) + "]"
 	}
-	frac = min(frac, 1)
-	n := int(frac*float64(width) + 0.5)
-	b := make([]byte, 0, width+2)
-	b = append(b, '[')
-	for i := range width {
-		if i < n {
-			b = append(b, '#')
-		} else if mark == '!' && i == 0 {
-			b = append(b, '!')
-		} else {
-			b = append(b, '.')
-		}
-	}
-	return string(append(b, ']'))
+	n := int(min(frac, 1)*float64(width) + 0.5)
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
 }

@@ -1,4 +1,4 @@
-package worker
+package main
 
 import (
 	"context"
@@ -6,48 +6,50 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/testsuite/llmsim"
+	"github.com/tollgate/tollgate/worker"
 )
 
 // The models of the default simulated profile, and the API keys the worker
 // uses against the in-process simulator (not secrets: llmsim accepts only
 // these).
 const (
-	// SimPrimary is the tight model: 60 requests per minute, the limit
+	// simPrimary is the tight model: 60 requests per minute, the limit
 	// most agent calls compete for.
-	SimPrimary = "gpt-4o-mini"
-	// SimBackup is the roomy model the others fall back to.
-	SimBackup = "gpt-4o"
-	// SimFlaky is a roomy model the demo makes llmsim rate limit with
-	// injected 429s, so calls to it escalate to SimBackup.
-	SimFlaky = "gpt-4.1"
-	// SimCapped is an Anthropic model whose account ("research") has a
-	// spend cap of SimSpendCapTokens tokens; calls past it fall back to
-	// SimBackup.
-	SimCapped = "claude-3-5-haiku-latest"
-	// SimSpendCapTokens is the research account's spend cap, in tokens.
-	SimSpendCapTokens = 600
-	// SimGemini is a Gemini model whose project has only
-	// SimGeminiRequestsPerDay requests left today: its key closes until
-	// midnight America/Los_Angeles, and calls fall back to SimBackup.
-	SimGemini = "gemini-2.5-flash"
-	// SimGeminiRequestsPerDay is what the simulator allows SimGemini a day:
+	simPrimary = "gpt-4o-mini"
+	// simBackup is the roomy model the others fall back to.
+	simBackup = "gpt-4o"
+	// simFlaky is a roomy model the demo makes llmsim rate limit with
+	// injected 429s, so calls to it escalate to simBackup.
+	simFlaky = "gpt-4.1"
+	// simCapped is an Anthropic model whose account ("research") has a
+	// spend cap of simSpendCapTokens tokens; calls past it fall back to
+	// simBackup.
+	simCapped = "claude-3-5-haiku-latest"
+	// simSpendCapTokens is the research account's spend cap, in tokens.
+	simSpendCapTokens = 600
+	// simGemini is a Gemini model whose project has only
+	// simGeminiRequestsPerDay requests left today: its key closes until
+	// midnight America/Los_Angeles, and calls fall back to simBackup.
+	simGemini = "gemini-2.5-flash"
+	// simGeminiRequestsPerDay is what the simulator allows simGemini a day:
 	// what is left of the project's 250 after its other apps' calls, which
 	// Tollgate cannot count (Gemini limits per project, not per key).
-	SimGeminiRequestsPerDay = 10
+	simGeminiRequestsPerDay = 10
 
-	// SimOpenAIKey, SimAnthropicKey and SimGeminiKey are the keys of the
+	// simOpenAIKey, simAnthropicKey and simGeminiKey are the keys of the
 	// simulated accounts "main" (OpenAI), "research" (Anthropic) and
 	// "studio" (Gemini).
-	SimOpenAIKey    = "sim-openai-main"
-	SimAnthropicKey = "sim-anthropic-research"
-	SimGeminiKey    = "sim-gemini-studio"
+	simOpenAIKey    = "sim-openai-main"
+	simAnthropicKey = "sim-anthropic-research"
+	simGeminiKey    = "sim-gemini-studio"
 )
 
-// DefaultSimConfig is the simulated provider the worker runs when no API key
-// is set (and the demo always runs):
+// defaultSimConfig is the simulated provider the command runs when no API
+// key is set (and the demo always runs):
 //
 //	model                    provider   limits (per account)                     notes
 //	gpt-4o-mini              openai     60 RPM, 200k TPM                         the tight primary
@@ -59,31 +61,31 @@ const (
 // Answers take 150–400 ms. Buckets start full and refill continuously over a
 // minute, as the providers' do; Gemini's day ends at midnight
 // America/Los_Angeles.
-func DefaultSimConfig() llmsim.Config {
+func defaultSimConfig() llmsim.Config {
 	return llmsim.Config{
 		Models: []llmsim.Model{
-			{Provider: llmsim.OpenAI, Name: SimPrimary, RequestsPerMinute: 60, TokensPerMinute: 200_000},
-			{Provider: llmsim.OpenAI, Name: SimBackup, RequestsPerMinute: 600, TokensPerMinute: 2_000_000},
-			{Provider: llmsim.OpenAI, Name: SimFlaky, RequestsPerMinute: 600, TokensPerMinute: 2_000_000},
-			{Provider: llmsim.Anthropic, Name: SimCapped, RequestsPerMinute: 600, InputTokensPerMinute: 1_000_000, OutputTokensPerMinute: 400_000},
-			{Provider: llmsim.Gemini, Name: SimGemini, RequestsPerMinute: 10, TokensPerMinute: 250_000, RequestsPerDay: SimGeminiRequestsPerDay},
+			{Provider: llmsim.OpenAI, Name: simPrimary, RequestsPerMinute: 60, TokensPerMinute: 200_000},
+			{Provider: llmsim.OpenAI, Name: simBackup, RequestsPerMinute: 600, TokensPerMinute: 2_000_000},
+			{Provider: llmsim.OpenAI, Name: simFlaky, RequestsPerMinute: 600, TokensPerMinute: 2_000_000},
+			{Provider: llmsim.Anthropic, Name: simCapped, RequestsPerMinute: 600, InputTokensPerMinute: 1_000_000, OutputTokensPerMinute: 400_000},
+			{Provider: llmsim.Gemini, Name: simGemini, RequestsPerMinute: 10, TokensPerMinute: 250_000, RequestsPerDay: simGeminiRequestsPerDay},
 		},
 		Accounts: []llmsim.Account{
-			{Name: "main", APIKey: SimOpenAIKey},
-			{Name: "research", APIKey: SimAnthropicKey, SpendCapTokens: SimSpendCapTokens},
-			{Name: "studio", APIKey: SimGeminiKey},
+			{Name: "main", APIKey: simOpenAIKey},
+			{Name: "research", APIKey: simAnthropicKey, SpendCapTokens: simSpendCapTokens},
+			{Name: "studio", APIKey: simGeminiKey},
 		},
 		Latency: llmsim.Latency{Fixed: 150 * time.Millisecond, Jitter: 250 * time.Millisecond},
 		Seed:    1,
 	}
 }
 
-// DefaultPoliciesYAML is the policies file the worker uses with the
+// defaultPoliciesYAML is the policies file the command uses with the
 // simulator when POLICIES is empty: each model's limits as llmsim enforces
 // them, less 5% headroom on the primary, and the fallback chains. The Gemini
 // entry has its tier's published 250 requests a day; the simulated project
 // has far fewer left, so Gemini's own per-day 429 closes the key.
-const DefaultPoliciesYAML = `policies:
+const defaultPoliciesYAML = `policies:
   - provider: openai
     model: gpt-4o-mini
     limits: {requests_per_minute: 60, tokens_per_minute: 200000}
@@ -107,28 +109,26 @@ const DefaultPoliciesYAML = `policies:
     fallbacks: [openai/gpt-4o]
 `
 
-// DefaultBudgets returns DefaultPoliciesYAML parsed.
-func DefaultBudgets() Budgets {
-	b, err := ParsePolicies([]byte(DefaultPoliciesYAML))
+// defaultBudgets returns defaultPoliciesYAML parsed.
+func defaultBudgets() worker.Budgets {
+	b, err := worker.ParsePolicies([]byte(defaultPoliciesYAML))
 	if err != nil {
-		panic("worker: DefaultPoliciesYAML is invalid: " + err.Error()) // programmer error
+		panic("worker: defaultPoliciesYAML is invalid: " + err.Error()) // programmer error
 	}
 	return b
 }
 
-// ServeSim serves the simulator profile cfg names (SIM_CONFIG, or
-// DefaultSimConfig) on cfg.SimAddress until ctx is done: one simulated
+// serveSim serves the simulator profile cfg names (SIM_CONFIG, or
+// defaultSimConfig) on cfg.SimAddress until ctx is done: one simulated
 // provider that a fleet of workers shares (give them
 // OPENAI_BASE_URL=http://ADDR/v1/, ANTHROPIC_BASE_URL=http://ADDR,
-// GEMINI_BASE_URL=http://ADDR and keys the profile accepts: SimOpenAIKey,
-// SimAnthropicKey and SimGeminiKey for the default), so
+// GEMINI_BASE_URL=http://ADDR and keys the profile accepts: simOpenAIKey,
+// simAnthropicKey and simGeminiKey for the default), so
 // that the providers' limits are enforced once for the fleet, as the real
-// ones are. It returns a *ConfigError for a bad cfg, and the listener's error.
-func ServeSim(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	cfg = cfg.WithDefaults()
+// ones are. It returns a *worker.ConfigError for a bad profile, and the
+// listener's error.
+func serveSim(ctx context.Context, cfg config, logger *slog.Logger) error {
+	cfg = cfg.withDefaults()
 	profile, err := cfg.simProfile()
 	if err != nil {
 		return err
@@ -148,37 +148,37 @@ func ServeSim(ctx context.Context, cfg Config, logger *slog.Logger) error {
 }
 
 // simProfile returns the simulator profile SIM_CONFIG names, read and
-// validated by llmsim, or DefaultSimConfig when it is empty. A file that
-// cannot be used is a *ConfigError naming SIM_CONFIG.
-func (c Config) simProfile() (llmsim.Config, error) {
+// validated by llmsim, or defaultSimConfig when it is empty. A file that
+// cannot be used is a *worker.ConfigError naming SIM_CONFIG.
+func (c config) simProfile() (llmsim.Config, error) {
 	if c.SimConfig == "" {
-		return DefaultSimConfig(), nil
+		return defaultSimConfig(), nil
 	}
 	if _, err := os.Stat(c.SimConfig); err != nil {
-		return llmsim.Config{}, &ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig, Problem: "cannot be used",
+		return llmsim.Config{}, &worker.ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig, Problem: "cannot be used",
 			Fix: fmt.Sprintf("cannot read the file (%v): check the path, or leave SIM_CONFIG empty for the default profile", err), Err: err}
 	}
 	p, err := llmsim.LoadConfig(c.SimConfig)
 	if err != nil {
-		return llmsim.Config{}, &ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig, Problem: "cannot be used",
-			Fix: oneLine(err.Error()) + " (the format is llmsim.Config's; testsuite/llmsim/testdata/example.yaml is an example)", Err: err}
+		return llmsim.Config{}, &worker.ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig, Problem: "cannot be used",
+			Fix: strings.Join(strings.Fields(err.Error()), " ") + " (the format is llmsim.Config's; testsuite/llmsim/testdata/example.yaml is an example)", Err: err}
 	}
 	return p, nil
 }
 
 // simProfileName says which profile simProfile returns, for logs.
-func (c Config) simProfileName() string {
+func (c config) simProfileName() string {
 	if c.SimConfig == "" {
-		return "the default profile (worker.DefaultSimConfig)"
+		return "the default profile"
 	}
 	return "SIM_CONFIG " + c.SimConfig
 }
 
-// checkInProcessSim reports a *ConfigError when profile, served in-process,
-// would refuse the keys the worker sends it (SimOpenAIKey, SimAnthropicKey,
-// SimGeminiKey): a profile that lists accounts must list those keys for the
-// providers it serves.
-func (c Config) checkInProcessSim(profile llmsim.Config) error {
+// checkInProcessSim reports a *worker.ConfigError when profile, served
+// in-process, would refuse the keys the worker sends it (simOpenAIKey,
+// simAnthropicKey, simGeminiKey): a profile that lists accounts must list
+// those keys for the providers it serves.
+func (c config) checkInProcessSim(profile llmsim.Config) error {
 	if len(profile.Accounts) == 0 {
 		return nil // any key is accepted
 	}
@@ -187,18 +187,18 @@ func (c Config) checkInProcessSim(profile llmsim.Config) error {
 		keys[a.APIKey] = true
 	}
 	for _, m := range profile.Models {
-		key := SimOpenAIKey
+		key := simOpenAIKey
 		switch m.Provider {
 		case llmsim.Anthropic:
-			key = SimAnthropicKey
+			key = simAnthropicKey
 		case llmsim.Gemini:
-			key = SimGeminiKey
+			key = simGeminiKey
 		}
 		if !keys[key] {
-			return &ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig,
+			return &worker.ConfigError{Env: "SIM_CONFIG", Value: c.SimConfig,
 				Problem: "lists no account with the key the worker sends its in-process simulator for " + m.Provider + " (" + key + ")",
 				Fix: fmt.Sprintf("add an account with api_key %q for OpenAI models, %q for Anthropic models and %q for Gemini models, or list no accounts to accept any key",
-					SimOpenAIKey, SimAnthropicKey, SimGeminiKey)}
+					simOpenAIKey, simAnthropicKey, simGeminiKey)}
 		}
 	}
 	return nil
