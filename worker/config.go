@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/quota/failover"
 )
@@ -51,7 +49,8 @@ type Config struct {
 	// TaskQueue (TASK_QUEUE). Default DefaultTaskQueue.
 	TaskQueue string
 
-	// RedisURL (REDIS_URL), e.g. "redis://redis:6379/0", shares budgets
+	// RedisURL (REDIS_URL), e.g. "redis://redis:6379/0" or, for a Redis
+	// Cluster, "redis+cluster://redis-1:6379,redis-2:6379", shares budgets
 	// across a fleet. Empty uses the in-process memory store.
 	RedisURL string
 	// StoreFailure (STORE_FAILURE) is what to do while Redis is unreachable:
@@ -367,17 +366,8 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.RedisURL != "" {
-		u, err := url.Parse(c.RedisURL)
-		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") || (u.Scheme != "unix" && u.Host == "") {
-			return &ConfigError{Env: "REDIS_URL", Value: redactURL(c.RedisURL), Problem: "is not a Redis URL",
-				Fix: `use e.g. "redis://localhost:6379/0" (rediss:// for TLS), or leave it empty for the memory store`, Err: err}
-		}
-		// What the client will make of it: the database number, the
-		// query's options. Its messages name no password.
-		if _, err := goredis.ParseURL(c.RedisURL); err != nil {
-			return &ConfigError{Env: "REDIS_URL", Value: redactURL(c.RedisURL),
-				Problem: "is not a usable Redis URL (" + strings.TrimPrefix(err.Error(), "redis: ") + ")",
-				Fix:     `use redis://[user:password@]host:port/DB, DB a database number, e.g. "redis://localhost:6379/0"`, Err: err}
+		if _, err := parseRedisURL(c.RedisURL); err != nil {
+			return err
 		}
 	}
 	if c.StoreFailure != "" {

@@ -61,20 +61,22 @@ func openStore(cfg Config, ps quota.Policies, meter metric.Meter, logger *slog.L
 		rdb.Close()
 		return nil, nil, fmt.Errorf("worker: failover store: %w", err)
 	}
-	opts := rdb.Options()
-	logger.Info("quota store: Redis (real; budgets shared by every worker using it)", "addr", opts.Addr, "db", opts.DB,
-		"store_failure", mode.String(), "store_local_share", cfg.StoreLocalShare)
+	target, _ := parseRedisURL(cfg.RedisURL) // openRedis parsed it
+	logger.Info("quota store: Redis (real; budgets shared by every worker using it)", append(target.logAttrs(),
+		"store_failure", mode.String(), "store_local_share", cfg.StoreLocalShare)...)
+	warnIfEvicting(context.Background(), rdb, logger)
 	return fs, rdb.Close, nil
 }
 
-// openRedis builds the Redis store of cfg.RedisURL on a new client, without
-// contacting Redis. The caller closes the client.
-func openRedis(cfg Config, ps quota.Policies) (*redis.Store, *goredis.Client, error) {
-	opts, err := goredis.ParseURL(cfg.RedisURL)
+// openRedis builds the Redis store of cfg.RedisURL (one server or a
+// cluster) on a new client, without contacting Redis. The caller closes the
+// client.
+func openRedis(cfg Config, ps quota.Policies) (*redis.Store, goredis.UniversalClient, error) {
+	target, err := parseRedisURL(cfg.RedisURL)
 	if err != nil { // Validate checks this; a Config used without it lands here
-		return nil, nil, &ConfigError{Env: "REDIS_URL", Value: redactURL(cfg.RedisURL), Problem: "does not parse", Fix: err.Error(), Err: err}
+		return nil, nil, err
 	}
-	rdb := goredis.NewClient(opts)
+	rdb := target.client()
 	s, err := redis.New(rdb, ps, redis.Options{})
 	if err != nil {
 		rdb.Close()

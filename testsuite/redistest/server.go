@@ -250,22 +250,39 @@ func freePort() (int, error) {
 
 // launch starts redis-server on s.addr and waits until it answers PING.
 func (s *Server) launch() error {
-	_, port, _ := net.SplitHostPort(s.addr)
-	logFile := filepath.Join(s.dir, "redis-"+port+".log")
-	cmd := exec.Command("redis-server",
-		"--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--logfile", logFile,
-		"--daemonize", "no", "--protected-mode", "no")
-	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
+	cmd, exited, err := runRedis(s.addr, s.dir)
+	if err != nil {
 		return err
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
 	s.cmd, s.exited = cmd, exited
+	return nil
+}
 
-	c := goredis.NewClient(&goredis.Options{Addr: s.addr, MaxRetries: -1, DialTimeout: time.Second})
+func (s *Server) stopReal() {
+	stopRedis(s.cmd, s.exited)
+	s.cmd = nil
+}
+
+// runRedis starts redis-server on addr, with persistence off, its files in
+// dir and extra arguments appended, and waits until it answers PING. exited
+// is closed when the process ends.
+func runRedis(addr, dir string, extra ...string) (cmd *exec.Cmd, exited chan struct{}, err error) {
+	_, port, _ := net.SplitHostPort(addr)
+	logFile := filepath.Join(dir, "redis-"+port+".log")
+	args := append([]string{
+		"--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no",
+		"--dir", dir, "--logfile", logFile,
+		"--daemonize", "no", "--protected-mode", "no"}, extra...)
+	cmd = exec.Command("redis-server", args...)
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	exited = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+
+	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
 	deadline := time.Now().Add(startTimeout)
 	for {
@@ -273,35 +290,35 @@ func (s *Server) launch() error {
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return nil
+			return cmd, exited, nil
 		}
 		select {
 		case <-exited:
-			s.cmd = nil
 			log, _ := os.ReadFile(logFile)
-			return fmt.Errorf("redis-server on %s exited: %s", s.addr, lastLines(log, 5))
+			return nil, nil, fmt.Errorf("redis-server on %s exited: %s", addr, lastLines(log, 5))
 		default:
 		}
 		if time.Now().After(deadline) {
-			s.stopReal()
-			return fmt.Errorf("redis-server on %s did not answer PING within %s: %w", s.addr, startTimeout, err)
+			stopRedis(cmd, exited)
+			return nil, nil, fmt.Errorf("redis-server on %s did not answer PING within %s: %w", addr, startTimeout, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-func (s *Server) stopReal() {
-	if s.cmd == nil {
+// stopRedis ends a redis-server started by runRedis (SIGTERM, then SIGKILL
+// after 5 s) and waits for it. A nil cmd is already stopped.
+func stopRedis(cmd *exec.Cmd, exited chan struct{}) {
+	if cmd == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-s.exited:
+	case <-exited:
 	case <-time.After(5 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
+		_ = cmd.Process.Kill()
+		<-exited
 	}
-	s.cmd = nil
 }
 
 func lastLines(b []byte, n int) string {

@@ -1,0 +1,86 @@
+package redis_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/quotatest"
+	"github.com/tollgate/tollgate/quota/redis"
+	"github.com/tollgate/tollgate/testsuite/redistest"
+)
+
+// TestClusterConformance runs the conformance suite on a real three-master
+// Redis Cluster through go-redis's cluster client: every script run must
+// touch keys of one slot, or Redis refuses it with CROSSSLOT.
+func TestClusterConformance(t *testing.T) {
+	rdb := redistest.StartCluster(t).Client()
+	quotatest.Run(t, func(t *testing.T, ps quota.Policies, clock quota.Clock) quota.Store {
+		s, err := redis.New(rdb, ps, redis.Options{Clock: clock})
+		require.NoError(t, err)
+		return s
+	})
+}
+
+// TestClusterKeysShareASlot: every Redis key of one quota key (state,
+// leases, tickets) hashes to one slot on one master, while different quota
+// keys spread over the cluster.
+func TestClusterKeysShareASlot(t *testing.T) {
+	rdb := redistest.StartCluster(t).Client()
+	ctx := context.Background()
+	models := []string{"gpt-4o", "gpt-4o-mini", "o3", "o4-mini", "gpt-4.1", "gpt-4.1-mini", "gpt-5", "gpt-5-mini"}
+	policies := map[quota.Key]quota.Policy{}
+	for _, m := range models {
+		policies[quota.Key{Provider: "openai", Model: m}] = quota.Policy{Limits: []quota.Limit{
+			quota.PerMinute(quota.Requests, 10), quota.PerDay(quota.Tokens, 1000, nil), quota.Concurrent(2)}}
+	}
+	ps, err := quota.NewPolicies(policies)
+	require.NoError(t, err)
+	s, err := redis.New(rdb, ps, redis.Options{})
+	require.NoError(t, err)
+	for _, m := range models {
+		k := quota.Key{Provider: "openai", Model: m}
+		for _, ticket := range []string{"wf/run/1", "wf/run/2", "wf/run/3"} { // granted, granted, queued
+			_, err := s.Reserve(ctx, quota.Reservation{Key: k, Ticket: ticket, Cost: quota.Cost{Requests: 1, Tokens: 10}})
+			require.NoError(t, err)
+		}
+	}
+
+	var mu sync.Mutex
+	masterOf := map[string]string{} // Redis key → master address
+	require.NoError(t, rdb.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+		keys, err := m.Keys(ctx, "*").Result()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range keys {
+			masterOf[k] = m.Options().Addr
+		}
+		return err
+	}))
+	masters := map[string]bool{}
+	for _, m := range models {
+		tag := "tollgate:{openai/default/" + m + "}"
+		var slots []int64
+		var mine []string
+		for k := range masterOf {
+			if strings.HasPrefix(k, tag) {
+				mine = append(mine, k)
+				slot, err := rdb.ClusterKeySlot(ctx, k).Result()
+				require.NoError(t, err)
+				slots = append(slots, slot)
+				require.Equal(t, masterOf[tag], masterOf[k], "%s lives with its state hash", k)
+			}
+		}
+		require.Len(t, mine, 6, "%s: state, leases, the queue of places and three tickets: %v", m, mine)
+		for _, slot := range slots {
+			require.Equal(t, slots[0], slot, "%s: one slot for all its keys", m)
+		}
+		masters[masterOf[tag]] = true
+	}
+	require.Greater(t, len(masters), 1, "quota keys spread over the masters")
+}
