@@ -67,6 +67,12 @@ func Run(t *testing.T, newStore Factory) {
 		{"unknown_ticket", testUnknownTicket},
 		{"snapshot", testSnapshot},
 		{"calibration", testCalibration},
+		{"nested_budgets", testNestedBudgets},
+		{"nested_oversize", testNestedOversize},
+		{"nested_pause", testNestedPause},
+		{"nested_settle", testNestedSettle},
+		{"nested_concurrency", testNestedConcurrency},
+		{"nested_signals", testNestedSignals},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, s) })
 	}
