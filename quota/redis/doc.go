@@ -6,15 +6,20 @@
 // so replicas never race and a decision costs one round trip. Redis TIME is
 // the only clock, so replicas with skewed clocks still agree.
 //
-// All the keys of one quota key share a Redis Cluster hash tag,
-// {<key.String()>}: with the default prefix, tollgate:{openai/default/gpt-4o}
-// holds the levels, pause and adopted capacities, …:leases the concurrency
-// leases (a sorted set scored by expiry), …:queue the tickets queued and
-// not yet granted (a sorted set scored by expiry, so a place that lapses
-// unclaimed is refunded) and …:t:<ticket> each ticket's record. There is
-// one state hash, one lease set and one queue per key with a policy, kept
-// without a TTL. Expiry logic compares stored times with the script's
-// clock; the TTL on ticket records only collects garbage, long after it
-// could matter. Callers send durations (a pause of 5 s, a lease of 30 s),
-// never times of their own: the script adds them to Redis TIME.
+// All the keys of one account share a Redis Cluster hash tag,
+// {provider/account/model}: with the default prefix,
+// tollgate:{openai/default/gpt-4o} holds the account's levels, pause and
+// adopted capacities, …:leases its concurrency leases (a sorted set scored
+// by expiry), …:queue the tickets queued and not yet granted (a sorted set
+// scored by expiry, so a place that lapses unclaimed is refunded) and
+// …:t:<ticket> each ticket's record. A tenant's own budget sits beside its
+// account's, under the same tag: tollgate:{openai/default/gpt-4o}/vip, with
+// …/vip/leases and …/vip/queue; its tickets are its account's (one
+// namespace per account), so one script run reads and charges both budgets.
+// A tenant whose account has no policy keeps its tickets too, …/vip/t/<ticket>.
+// There is one state hash, one lease set and one queue per key with a
+// policy, kept without a TTL. Expiry logic compares stored times with the
+// script's clock; the TTL on ticket records only collects garbage, long
+// after it could matter. Callers send durations (a pause of 5 s, a lease of
+// 30 s), never times of their own: the script adds them to Redis TIME.
 package redis

@@ -6,46 +6,61 @@ import goredis "github.com/redis/go-redis/v9"
 // EVALSHA, atomic for the key, so replicas never race between reading a level
 // and charging it.
 //
-// KEYS: [1] the key's state hash, [2] its lease zset, [3] the ticket's record
-// (Reserve, Settle, Cancel, Renew; otherwise any key of the same slot), [4]
-// its queue zset: the tickets queued and not yet granted, scored by expiry,
-// each member "c1 c2 c3 c4 w id" (the ticket's charge, the time it was
-// charged at and its id), so that one that lapses unclaimed is refunded
-// without reading its record.
+// A call is charged to one budget, or to two: a tenant's own budget nested
+// in its account's. The account's budget (or the tenant's, when its account
+// has none) is the root: it holds the tickets, and its ratio calibrates
+// every call charged to it. Each budget has a state hash, a lease zset and a
+// queue zset; a call's decision reads and writes every budget it is charged
+// to, the tenant's first among equals.
+//
+// KEYS: [1] the root's state hash, [2] its lease zset, [3] the ticket's
+// record (Reserve, Settle, Cancel, Renew; otherwise any key of the same
+// slot), [4] its queue zset: the tickets queued and not yet granted, scored
+// by expiry, each member "c1 c2 c3 c4 w id" (the ticket's charge, the time
+// it was charged at and its id), so that one that lapses unclaimed is
+// refunded without reading its record; then, for a tenant's budget nested
+// in the root, [5] its state hash, [6] its lease zset and [7] its queue
+// zset, holding the same members for the tenant's tickets.
 //
 // ARGV, built by args.go:
 //
 //	1  op: reserve | settle | cancel | renew | pause | observe | snapshot
 //	2  now in unix µs, or "" to read Redis TIME
-//	3  max wait µs   4 lease TTL µs   5 priority reserve (fraction)
-//	6  1 if the policy adopts observed limits, else 0
-//	7  n, the number of limits, then n × (axis, kind, effective capacity,
+//	3  the call's tenant ("" for none)   4 its weight (unused yet)
+//	5  max wait µs   6 lease TTL µs (each the shorter of the budgets')
+//	7  the number of budgets, 1 or 2, then for each, the root first: its
+//	   priority reserve (fraction), 1 if it adopts observed limits else 0,
+//	   n its number of limits, then n × (axis, kind, effective capacity,
 //	   period µs), in quota.Axes() order
-//	…  for each daily limit, 6 midnights (unix µs) around the caller's clock
+//	…  for each daily limit of each budget, in the same order, 6 midnights
+//	   (unix µs) around the caller's clock
 //	…  the op's own arguments (see each op below)
 //
-// State hash fields, per axis id a: l<a>/t<a> bucket level and the time it
+// State hash fields (of each budget), per axis id a: l<a>/t<a> bucket level and the time it
 // was computed at, w<a>/d<a> daily window start and units used in it,
 // c<a> adopted effective capacity and o<a> the configured effective capacity
 // it was adopted under; pu/pr pause end and reason; er/et the learned
 // estimate ratio and the time it was learned at, e1/e2 its last two samples
-// (quota.Ratio). An adopted capacity
+// (quota.Ratio), kept by the root. An adopted capacity
 // counts only for a policy that adopts and is configured as o<a> says, so a
 // changed configuration wins over what an earlier one adopted. The state
 // hash and lease zset have no TTL: there is one of each per key with a
 // policy.
 //
 // A ticket is one string (GET and SET … PX are a call each, where a hash
-// would need two to write): "s m x a c1 c2 c3 c4 w", with s q(ueued) or
+// would need two to write): "s m x a c1 c2 c3 c4 w n", with s q(ueued) or
 // g(ranted), m maturity µs, x expiry µs, a the axis of the wait, c1..c4
-// the charged cost (requests, tokens, input, output tokens) and w the time
+// the charged cost (requests, tokens, input, output tokens), w the time
 // it was charged at in µs, which names the day of every daily window
-// charged: Settle and Cancel correct a window only while that day lasts.
-// A ticket written before w existed lacks it and is corrected in any day.
+// charged: Settle and Cancel correct a window only while that day lasts,
+// and n "." followed by the tenant it was reserved under: the tickets of an
+// account and its tenants share the root's namespace, and a call under
+// another tenant is told so. A ticket written before w existed lacks it and
+// is corrected in any day; one written before n, any tenant may use.
 // Its PX only collects garbage: x decides. A queued ticket is also a member
-// of the queue zset until it is granted, cancelled or lapses; every call
-// first refunds up to SWEEP queued tickets that lapsed (a call that never
-// ran costs nothing).
+// of each queue zset of its budgets until it is granted, cancelled or
+// lapses; every call first refunds, on each budget it reads, up to SWEEP
+// queued tickets that lapsed (a call that never ran costs nothing).
 //
 // Lua numbers are doubles and Redis truncates them to integers on return, so
 // every fractional value travels as a string formatted with %.17g (integers
@@ -87,58 +102,75 @@ else
   now = tonumber(ARGV[2])
 end
 local nowS = fmt(now)
-
-local st = {}
-do
-  local raw = redis.call('HGETALL', S)
-  for j = 1, #raw, 2 do st[raw[j]] = raw[j + 1] end
-end
+local tenant = '.' .. ARGV[3]
 
 -- costOn maps an axis id to the index of the cost part it charges.
 local costOn = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 1, ['6'] = 2}
 
+-- A budget: its keys, st its state hash as read, prio its priority reserve,
+-- adopts, n its number of axes, axes, conc its concurrency axis, daily
+-- whether it has daily axes, pu/pr its pause's end and reason, paused.
 -- Each axis: id and kind as passed, cap (the adopted one if it counts, see
 -- the header), conf the configured capacity as passed, period µs (buckets
--- only), ci its cost part (none for concurrency).
-local adopts = ARGV[6] == '1'
-local n = tonumber(ARGV[7])
-local axes = {}
-local conc, daily
+-- only), ci its cost part (none for concurrency), st its budget's state.
 local lastP, period -- axes usually share a period: parse each one once
-local i = 8
-for k = 1, n do
-  local id, kind, conf = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  if kind == BUCKET and ARGV[i + 3] ~= lastP then
-    lastP = ARGV[i + 3]
-    period = tonumber(lastP)
+local function budget(Sk, Lk, Qk, i)
+  local st = {}
+  local raw = redis.call('HGETALL', Sk)
+  for j = 1, #raw, 2 do st[raw[j]] = raw[j + 1] end
+  local pu = st['pu']
+  pu = pu and tonumber(pu) or 0
+  local b = {S = Sk, L = Lk, Q = Qk, st = st, prio = tonumber(ARGV[i]), adopts = ARGV[i + 1] == '1',
+    n = tonumber(ARGV[i + 2]), axes = {}, conc = nil, daily = false, pu = pu, pr = st['pr'], paused = pu > now}
+  i = i + 3
+  for k = 1, b.n do
+    local id, kind, conf = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+    if kind == BUCKET and ARGV[i + 3] ~= lastP then
+      lastP = ARGV[i + 3]
+      period = tonumber(lastP)
+    end
+    local cap = conf
+    if b.adopts and st['o' .. id] == conf and st['c' .. id] then cap = st['c' .. id] end
+    -- Every field is named here so the table is sized once (lv: see adjust).
+    local a = {id = id, kind = kind, cap = tonumber(cap), conf = conf, ci = costOn[id],
+      period = kind == BUCKET and period or nil, lv = nil, st = st}
+    if kind == LEASES then
+      b.conc = a
+    elseif kind == DAILY then
+      b.daily = true
+    end
+    b.axes[k] = a
+    i = i + 4
   end
-  local cap = conf
-  if adopts and st['o' .. id] == conf and st['c' .. id] then cap = st['c' .. id] end
-  -- Every field is named here so the table is sized once (lv: see adjust).
-  local a = {id = id, kind = kind, cap = tonumber(cap), conf = conf, ci = costOn[id],
-    period = kind == BUCKET and period or nil, lv = nil}
-  if kind == LEASES then
-    conc = a
-  elseif kind == DAILY then
-    daily = true
-  end
-  axes[k] = a
-  i = i + 4
+  return b, i
 end
-if daily then
-  for k = 1, n do
-    local a = axes[k]
-    if a.kind == DAILY then
-      local from = tonumber(ARGV[i])
-      for j = 1, 5 do
-        local to = tonumber(ARGV[i + j])
-        if from <= now and now < to then a.ws, a.we = from, to end
-        from = to
+
+local i = 8
+local root, own
+root, i = budget(S, L, Q, i)
+if ARGV[7] == '2' then own, i = budget(KEYS[5], KEYS[6], KEYS[7], i) end
+-- budgets lists the call's budgets, the tenant's first; target is the one
+-- its key names (Pause, Observe, Snapshot).
+local budgets = {root}
+local target = root
+if own then budgets, target = {own, root}, own end
+
+for _, b in ipairs({root, own}) do
+  if b.daily then
+    for k = 1, b.n do
+      local a = b.axes[k]
+      if a.kind == DAILY then
+        local from = tonumber(ARGV[i])
+        for j = 1, 5 do
+          local to = tonumber(ARGV[i + j])
+          if from <= now and now < to then a.ws, a.we = from, to end
+          from = to
+        end
+        if not a.ws then
+          return redis.error_reply('ERR tollgate: clock ' .. now .. ' is outside the daily windows passed for axis ' .. a.id .. '; the caller clock and Redis TIME disagree by days')
+        end
+        i = i + 6
       end
-      if not a.ws then
-        return redis.error_reply('ERR tollgate: clock ' .. now .. ' is outside the daily windows passed for axis ' .. a.id .. '; the caller clock and Redis TIME disagree by days')
-      end
-      i = i + 6
     end
   end
 end
@@ -146,10 +178,10 @@ end
 -- The axes' level times are usually one write's now: parse each one once.
 local lastT, lastTN
 local function level(a)
-  local l = st['l' .. a.id]
+  local l = a.st['l' .. a.id]
   if not l then return a.cap end
   l = tonumber(l)
-  local ts = st['t' .. a.id]
+  local ts = a.st['t' .. a.id]
   if ts ~= lastT then lastT, lastTN = ts, tonumber(ts) end
   local dt = now - lastTN
   if dt > 0 then l = l + dt * a.cap / a.period end
@@ -158,21 +190,27 @@ local function level(a)
 end
 
 local function used(a)
-  if tonumber(st['w' .. a.id]) == a.ws then return tonumber(st['d' .. a.id]) end
+  if tonumber(a.st['w' .. a.id]) == a.ws then return tonumber(a.st['d' .. a.id]) end
   return 0
 end
 
-local pausedUntil = st['pu']
-pausedUntil = pausedUntil and tonumber(pausedUntil) or 0
-local paused = pausedUntil > now
+-- pause returns the call's budget whose pause ends last (the tenant's
+-- among equals), or nil when none is paused.
+local function pause()
+  local p
+  for _, b in ipairs(budgets) do
+    if b.paused and (not p or b.pu > p.pu) then p = b end
+  end
+  return p
+end
 
--- ratioAt returns the key's learned estimate ratio at now, within
+-- ratioAt returns the root's learned estimate ratio at now, within
 -- [minR, maxR], back toward 1 by half every half µs since it was learned:
 -- quota.Ratio.ValueAt.
 local function ratioAt(minR, maxR, half)
-  local v = tonumber(st['er'] or '')
+  local v = tonumber(root.st['er'] or '')
   if not v then return 1 end
-  local age = now - tonumber(st['et'])
+  local age = now - tonumber(root.st['et'])
   if age > 0 then v = 1 + (v - 1) * 2 ^ (-age / half) end
   if v < minR then v = minR end
   if v > maxR then v = maxR end
@@ -180,10 +218,12 @@ local function ratioAt(minR, maxR, half)
 end
 
 -- learn folds one sample (the provider's count over the prompt's estimate)
--- into the ratio: quota.Ratio.Learn. With the last two, the ratio rises at
--- once to their median, or falls RATIO_FALL of the way to their highest.
+-- into the root's ratio: quota.Ratio.Learn. With the last two, the ratio
+-- rises at once to their median, or falls RATIO_FALL of the way to their
+-- highest.
 local RATIO_FALL = 0.5 -- quota's ratioFall
 local function learn(sample, minR, maxR, half)
+  local st = root.st
   local cur = ratioAt(minR, maxR, half)
   local s = sample
   if s < minR then s = minR end
@@ -206,60 +246,61 @@ local function learn(sample, minR, maxR, half)
   if v > maxR then v = maxR end
   local at = nowS
   if st['et'] and tonumber(st['et']) > now then at = st['et'] end
-  redis.call('HSET', S, 'er', fmt(v), 'et', at, 'e1', fmt(s), 'e2', st['e1'] or '')
+  redis.call('HSET', root.S, 'er', fmt(v), 'et', at, 'e1', fmt(s), 'e2', st['e1'] or '')
 end
 
 -- stamp is the time to date a bucket's new level at: now, unless the clock
 -- has stepped back past the level's own time. A level is never dated back,
 -- or the span the clock repeats would earn a second refill.
 local function stamp(a)
-  local ts = st['t' .. a.id]
+  local ts = a.st['t' .. a.id]
   if ts and tonumber(ts) > now then return ts end
   return nowS
 end
 
--- adjust charges delta[1..4] (negative: refunds) against every axis and
--- keeps st current for what follows; a bucket's level is a.lv when the
--- caller has just read it. Given at, the time a ticket was charged at, a
--- daily window is left alone unless at falls in its current day: a new day
--- owes nothing for an estimate made the day before.
+-- adjust charges delta[1..4] (negative: refunds) against every axis of
+-- budget b and keeps its st current for what follows; a bucket's level is
+-- a.lv when the caller has just read it. Given at, the time a ticket was
+-- charged at, a daily window is left alone unless at falls in its current
+-- day: a new day owes nothing for an estimate made the day before.
 -- Refunds never lift a bucket above its capacity nor a window below zero.
-local function adjust(delta, at)
+local function adjust(b, delta, at)
   local hs, h = {}, 0
-  for k = 1, n do
-    local a = axes[k]
+  for k = 1, b.n do
+    local a = b.axes[k]
     local c = a.ci and delta[a.ci]
     if c and at and a.kind == DAILY and (at < a.ws or at >= a.we) then c = nil end
     if a.kind == BUCKET and c then
       local l = (a.lv or level(a)) - c
       if c < 0 and l > a.cap then l = a.cap end
       local lk, tk = 'l' .. a.id, 't' .. a.id
-      st[lk], st[tk] = fmt(l), stamp(a)
-      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = lk, st[lk], tk, st[tk]
+      b.st[lk], b.st[tk] = fmt(l), stamp(a)
+      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = lk, b.st[lk], tk, b.st[tk]
       h = h + 4
     elseif a.kind == DAILY and c then
       local u = used(a) + c
       if u < 0 then u = 0 end
       local wk, dk = 'w' .. a.id, 'd' .. a.id
-      st[wk], st[dk] = fmt(a.ws), fmt(u)
-      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = wk, st[wk], dk, st[dk]
+      b.st[wk], b.st[dk] = fmt(a.ws), fmt(u)
+      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = wk, b.st[wk], dk, b.st[dk]
       h = h + 4
     end
   end
-  if h > 0 then redis.call('HSET', S, unpack(hs)) end
+  if h > 0 then redis.call('HSET', b.S, unpack(hs)) end
 end
 
--- observe applies what a provider reported, from ARGV[j]: m, then m ×
--- (axis id, adopted effective capacity or -1, remaining or -1). Levels are
--- only lowered; an adopted capacity replaces the policy's, recorded with the
--- configured capacity it was adopted under.
-local function observe(j)
+-- observe applies to budget b what a provider reported, from ARGV[j]: m,
+-- then m × (axis id, adopted effective capacity or -1, remaining or -1).
+-- Levels are only lowered; an adopted capacity replaces the policy's,
+-- recorded with the configured capacity it was adopted under.
+local function observe(b, j)
   local m = tonumber(ARGV[j])
   local hs = {}
+  local st = b.st
   for k = 0, m - 1 do
     local id, adopt, rem = ARGV[j + 1 + 3 * k], tonumber(ARGV[j + 2 + 3 * k]), tonumber(ARGV[j + 3 + 3 * k])
-    for q = 1, n do
-      local a = axes[q]
+    for q = 1, b.n do
+      local a = b.axes[q]
       if a.id == id then
         if a.kind == BUCKET then
           local l = level(a)
@@ -288,53 +329,61 @@ local function observe(j)
       end
     end
   end
-  if #hs > 0 then redis.call('HSET', S, unpack(hs)) end
+  if #hs > 0 then redis.call('HSET', b.S, unpack(hs)) end
 end
 
--- member is t's entry in the queue zset.
+-- member is t's entry in the queue zsets.
 local function member(t, id)
   return t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. ' ' .. t.w .. ' ' .. id
 end
 
--- sweep refunds up to SWEEP queued tickets that lapsed before now, never
--- granted: daily windows only while the day they were charged in lasts.
-local function sweep()
-  local due = redis.call('ZRANGEBYSCORE', Q, '-inf', nowS, 'LIMIT', 0, SWEEP)
+-- sweep refunds to budget b up to SWEEP of its queued tickets that lapsed
+-- before now, never granted: daily windows only while the day they were
+-- charged in lasts.
+local function sweep(b)
+  local due = redis.call('ZRANGEBYSCORE', b.Q, '-inf', nowS, 'LIMIT', 0, SWEEP)
   for _, m in ipairs(due) do
     local c1, c2, c3, c4, w = string.match(m, '^(%S+) (%S+) (%S+) (%S+) (%S*) ')
     if c1 then
-      adjust({-tonumber(c1), -tonumber(c2), -tonumber(c3), -tonumber(c4)}, tonumber(w))
+      adjust(b, {-tonumber(c1), -tonumber(c2), -tonumber(c3), -tonumber(c4)}, tonumber(w))
     end
-    redis.call('ZREM', Q, m)
+    redis.call('ZREM', b.Q, m)
   end
 end
-sweep()
+for _, b in ipairs(budgets) do sweep(b) end
 
+-- ticket returns the live ticket T, or nil; and, when it was reserved
+-- under another tenant than the call's, that tenant ("." and its name).
 local function ticket()
   local raw = redis.call('GET', T)
   if not raw then return nil end
   local t = {}
-  t.s, t.m, t.x, t.a, t.c1, t.c2, t.c3, t.c4, t.w =
-    string.match(raw, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) ?(%S*)$')
+  t.s, t.m, t.x, t.a, t.c1, t.c2, t.c3, t.c4, t.w, t.n =
+    string.match(raw, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) ?(%S*) ?(%S*)$')
   if not t.x or tonumber(t.x) <= now then
     return nil -- expired: unknown, whatever PEXPIRE has not yet collected
   end
+  if t.n ~= '' and t.n ~= tenant then return nil, t.n end
   return t
 end
 
 -- saveTicket writes t, whose fields are strings, to expire at expiry
--- (formatted as x, if given), and keeps the queue zset in step: a queued
--- ticket is its member until expiry, a granted one is not.
+-- (formatted as x, if given), and keeps the call's queue zsets in step: a
+-- queued ticket is their member until expiry, a granted one is not.
 local function saveTicket(t, id, expiry, x)
   x = x or fmt(expiry)
   local w = t.w ~= '' and ' ' .. t.w or ''
+  local n = t.n ~= '' and ' ' .. t.n or ''
   redis.call('SET', T, t.s .. ' ' .. t.m .. ' ' .. x .. ' ' .. t.a .. ' ' ..
-    t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. w,
+    t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. w .. n,
     'PX', fmt(math.ceil((expiry - now) / 1000) + TICKET_GRACE))
-  if t.s == 'q' then
-    redis.call('ZADD', Q, x, member(t, id))
-  else
-    redis.call('ZREM', Q, member(t, id))
+  local m = member(t, id)
+  for _, b in ipairs(budgets) do
+    if t.s == 'q' then
+      redis.call('ZADD', b.Q, x, m)
+    else
+      redis.call('ZREM', b.Q, m)
+    end
   end
 end
 
@@ -351,90 +400,101 @@ local function reply(outcome, wait, reason, axis, preason, lease, t, expiry)
 end
 
 -- lease grants a matured ticket for grantTTL µs, taking a concurrency slot
--- if the key has a concurrency limit (step 4f), or queues it (for the
--- policy's queueTTL past now) while every slot open to its priority is
--- taken; low says the priority reserve is closed to it (quota.Low). A
--- ticket already granted is renewed: its record and lease live grantTTL
--- from now, unless they already live longer. fresh says the ticket was
--- charged by this call and has no record yet.
+-- of every budget with a concurrency limit (step 4f), or queues it (for
+-- the policy's queueTTL past now) while any of them has every slot open to
+-- its priority taken, to try again when the last of them may have one;
+-- low says the priority reserve is closed to it (quota.Low). A ticket
+-- already granted is renewed: its record and leases live grantTTL from
+-- now, unless they already live longer. fresh says the ticket was charged
+-- by this call and has no record yet.
 local function lease(t, ticketID, fresh, grantTTL, queueTTL, low)
   local exp = now + grantTTL
   if t.s == 'g' and tonumber(t.x) > exp then exp = tonumber(t.x) end
   local x = fmt(exp)
-  if not conc then
-    t.s = 'g'
-    saveTicket(t, ticketID, exp, x)
-    return reply(1, 0, 0, 0, nil, nil, t, exp)
+  local leased, full, wait = false, false, 0
+  for _, b in ipairs(budgets) do
+    local conc = b.conc
+    if conc then
+      leased = true
+      local held = redis.call('ZSCORE', b.L, ticketID)
+      if not held or tonumber(held) <= now then
+        redis.call('ZREMRANGEBYSCORE', b.L, '-inf', nowS)
+        local open = conc.cap
+        if low then open = conc.cap - conc.cap * b.prio end
+        if redis.call('ZCARD', b.L) + 1 > open then
+          local first = redis.call('ZRANGE', b.L, 0, 0, 'WITHSCORES')
+          local w = LEASE_RETRY
+          if first[2] then w = tonumber(first[2]) - now end
+          if w > LEASE_RETRY then w = LEASE_RETRY end
+          if not full or w > wait then wait = w end
+          full = true
+        end
+      end
+    end
   end
-  local held = redis.call('ZSCORE', L, ticketID)
-  if held and tonumber(held) > now then
-    redis.call('ZADD', L, x, ticketID)
-    saveTicket(t, ticketID, exp, x)
-    return reply(1, 0, 0, 0, nil, exp, t, exp)
+  if full then
+    if wait < MIN_WAIT then wait = MIN_WAIT end
+    -- Waiting for a slot, the ticket lives the policy's lease TTL from its
+    -- caller's latest visit (a claimed place included).
+    if fresh or t.s ~= 'q' then
+      t.s, t.m = 'q', nowS
+      saveTicket(t, ticketID, now + queueTTL)
+    elseif tonumber(t.x) < now + queueTTL then
+      saveTicket(t, ticketID, now + queueTTL)
+    end
+    return reply(2, wait, 3, 7, nil, nil, t)
   end
-  redis.call('ZREMRANGEBYSCORE', L, '-inf', nowS)
-  local open = conc.cap
-  if low then open = conc.cap - conc.cap * tonumber(ARGV[5]) end
-  if redis.call('ZCARD', L) + 1 <= open then
-    redis.call('ZADD', L, x, ticketID)
-    t.s = 'g'
-    saveTicket(t, ticketID, exp, x)
-    return reply(1, 0, 0, 0, nil, exp, t, exp)
+  if leased then
+    for _, b in ipairs(budgets) do
+      if b.conc then redis.call('ZADD', b.L, x, ticketID) end
+    end
   end
-  local first = redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')
-  local wait = LEASE_RETRY
-  if first[2] then wait = tonumber(first[2]) - now end
-  if wait > LEASE_RETRY then wait = LEASE_RETRY end
-  if wait < MIN_WAIT then wait = MIN_WAIT end
-  -- Waiting for a slot, the ticket lives the policy's lease TTL from its
-  -- caller's latest visit (a claimed place included).
-  if fresh or t.s ~= 'q' then
-    t.s, t.m = 'q', nowS
-    saveTicket(t, ticketID, now + queueTTL)
-  elseif tonumber(t.x) < now + queueTTL then
-    saveTicket(t, ticketID, now + queueTTL)
-  end
-  return reply(2, wait, 3, 7, nil, nil, t)
+  t.s = 'g'
+  saveTicket(t, ticketID, exp, x)
+  return reply(1, 0, 0, 0, nil, leased and exp or nil, t, exp)
 end
+
+-- wrongTenant is the reply to a call under a ticket reserved under tenant
+-- n, another tenant than the call's.
+local function wrongTenant(n) return {-1, string.sub(n, 2)} end
 
 if op == 'reserve' then
   -- ARGV: ticket, low (1/0), cost requests, tokens, input, output, prompt
   -- (0: charge the cost as passed), then the calibration's min and max
   -- ratio and half-life µs, the grant's TTL µs (within the policy's lease
   -- TTL) and place (1/0: quota.Reservation.Place). A cost that can never
-  -- fit as passed replies {0, axis, cost, the capacity open to the
-  -- priority, rounded down}; one that fits is charged at the learned ratio
-  -- (quota.Calibrate), no axis more than the capacity open to it, and the
-  -- ticket keeps what was charged.
+  -- fit a budget as passed replies {0, axis, cost, the capacity open to
+  -- the priority, rounded down, 1 if the budget is the tenant's own else
+  -- 0}; one that fits is charged at the root's learned ratio
+  -- (quota.Calibrate), no axis more than the capacity open to it in any
+  -- budget, and the ticket keeps what was charged. A ticket reserved under
+  -- another tenant replies {-1, that tenant}.
   local ticketID = ARGV[i]
   local low = ARGV[i + 1] == '1'
-  local prioRes = low and tonumber(ARGV[5])
-  local queueTTL = tonumber(ARGV[4])
+  local queueTTL = tonumber(ARGV[6])
   local grantTTL = tonumber(ARGV[i + 10])
   local place = ARGV[i + 11] == '1'
-  local cost = {}
+  local cost = {tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])}
 
-  -- A call takes one concurrency slot: Low needs one below the reserve.
-  if low and conc and conc.cap - conc.cap * prioRes < 1 then
-    return {0, tonumber(conc.id), 1, math.floor(conc.cap - conc.cap * prioRes)}
-  end
-
-  for k = 1, n do
-    local a = axes[k]
-    local ci = a.ci
-    if ci then
-      local c = cost[ci]
-      if not c then
-        c = tonumber(ARGV[i + 1 + ci])
-        cost[ci] = c
+  for _, b in ipairs(budgets) do
+    local mine = b == own and 1 or 0
+    -- A call takes one concurrency slot: Low needs one below the reserve.
+    local conc = b.conc
+    if low and conc and conc.cap - conc.cap * b.prio < 1 then
+      return {0, tonumber(conc.id), 1, math.floor(conc.cap - conc.cap * b.prio), mine}
+    end
+    for k = 1, b.n do
+      local a = b.axes[k]
+      if a.ci then
+        local c = cost[a.ci]
+        local limit = a.cap
+        if low then limit = a.cap - a.cap * b.prio end
+        if c > limit then return {0, tonumber(a.id), c, math.floor(limit), mine} end
       end
-      local limit = a.cap
-      if low then limit = a.cap - a.cap * prioRes end
-      if c > limit then return {0, tonumber(a.id), c, math.floor(limit)} end
     end
   end
 
-  local ct, cin = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  local ct, cin = cost[2], cost[3]
   local prompt = tonumber(ARGV[i + 6])
   if prompt > 0 then
     local r = ratioAt(tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8]), tonumber(ARGV[i + 9]))
@@ -443,82 +503,95 @@ if op == 'reserve' then
       if cin >= prompt then cin = cin + scaled - prompt end
       if ct >= prompt then
         ct = ct + scaled - prompt
-        local out = tonumber(ARGV[i + 5])
-        if ct < out then ct = out end
+        if ct < cost[4] then ct = cost[4] end
       end
-      for k = 1, n do
-        local a = axes[k]
-        if a.ci == 2 or a.ci == 3 then
-          local limit = a.cap
-          if low then limit = a.cap - a.cap * prioRes end
-          limit = math.floor(limit)
-          if a.ci == 2 and ct > limit then ct = math.max(limit, rawT) end
-          if a.ci == 3 and cin > limit then cin = math.max(limit, rawIn) end
+      for _, b in ipairs(budgets) do
+        for k = 1, b.n do
+          local a = b.axes[k]
+          if a.ci == 2 or a.ci == 3 then
+            local limit = a.cap
+            if low then limit = a.cap - a.cap * b.prio end
+            limit = math.floor(limit)
+            if a.ci == 2 and ct > limit then ct = math.max(limit, rawT) end
+            if a.ci == 3 and cin > limit then cin = math.max(limit, rawIn) end
+          end
         end
       end
-      if cost[2] then cost[2] = ct end
-      if cost[3] then cost[3] = cin end
+      cost[2], cost[3] = ct, cin
     end
   end
 
-  local t = ticket()
+  local t, other = ticket()
+  if other then return wrongTenant(other) end
+  local p = pause()
   if t then
     local mat = tonumber(t.m)
     if t.s == 'g' then
-      if paused then
+      if p then
         -- Granted before the pause and never settled: the call waits the
         -- pause out in line, holding no lease.
-        redis.call('ZREM', L, ticketID)
-        t.s, t.m, t.a = 'q', fmt(pausedUntil), '0'
-        saveTicket(t, ticketID, pausedUntil + queueTTL)
-        return reply(2, pausedUntil - now, 4, 0, st['pr'], nil, t)
+        for _, b in ipairs(budgets) do
+          if b.conc then redis.call('ZREM', b.L, ticketID) end
+        end
+        t.s, t.m, t.a = 'q', fmt(p.pu), '0'
+        saveTicket(t, ticketID, p.pu + queueTTL)
+        return reply(2, p.pu - now, 4, 0, p.pr, nil, t)
       end
       return lease(t, ticketID, false, grantTTL, queueTTL, low)
     end
     if now < mat then
-      if paused and pausedUntil > mat then
-        return reply(2, pausedUntil - now, 4, 0, st['pr'], nil, t)
+      if p and p.pu > mat then
+        return reply(2, p.pu - now, 4, 0, p.pr, nil, t)
       end
       return reply(2, mat - now, 1, t.a, nil, nil, t)
     end
-    if paused then return reply(2, pausedUntil - now, 4, 0, st['pr'], nil, t) end
+    if p then return reply(2, p.pu - now, 4, 0, p.pr, nil, t) end
     if place then return reply(2, 0, 0, 0, nil, nil, t) end
     return lease(t, ticketID, false, grantTTL, queueTTL, low)
   end
 
-  if paused then return reply(3, pausedUntil - now, 4, 0, st['pr']) end
+  if p then return reply(3, p.pu - now, 4, 0, p.pr) end
 
-  if daily then
-    for k = 1, n do
-      local a = axes[k]
-      if a.kind == DAILY then
-        local limit = a.cap
-        if low then limit = a.cap - a.cap * prioRes end
-        if used(a) + cost[a.ci] > limit then
-          return reply(3, a.we - now, 2, a.id)
+  -- A spent window refuses until it resets: the latest reset among the
+  -- budgets, each naming its first spent window.
+  local refusal, spent = 0, nil
+  for _, b in ipairs(budgets) do
+    if b.daily then
+      for k = 1, b.n do
+        local a = b.axes[k]
+        if a.kind == DAILY then
+          local limit = a.cap
+          if low then limit = a.cap - a.cap * b.prio end
+          if used(a) + cost[a.ci] > limit then
+            if not spent or a.we - now > refusal then refusal, spent = a.we - now, a.id end
+            break
+          end
         end
       end
     end
   end
+  if spent then return reply(3, refusal, 2, spent) end
 
   local wait, waxis = 0, '0'
-  for k = 1, n do
-    local a = axes[k]
-    if a.kind == BUCKET then
-      local need = cost[a.ci]
-      if low then need = need + a.cap * prioRes end
-      a.lv = level(a)
-      local deficit = need - a.lv
-      local w = 0
-      if deficit > EPSILON then w = deficit * a.period / a.cap end
-      if w > wait then wait, waxis = w, a.id end
+  for _, b in ipairs(budgets) do
+    for k = 1, b.n do
+      local a = b.axes[k]
+      if a.kind == BUCKET then
+        local need = cost[a.ci]
+        if low then need = need + a.cap * b.prio end
+        a.lv = level(a)
+        local deficit = need - a.lv
+        local w = 0
+        if deficit > EPSILON then w = deficit * a.period / a.cap end
+        if w > wait then wait, waxis = w, a.id end
+      end
     end
   end
-  if wait > 0 and wait > tonumber(ARGV[3]) then return reply(3, wait, 1, waxis) end
+  if wait > 0 and wait > tonumber(ARGV[5]) then return reply(3, wait, 1, waxis) end
 
-  adjust(cost)
+  for _, b in ipairs(budgets) do adjust(b, cost) end
   t = {s = 'q', m = wait == 0 and nowS or fmt(now + wait), a = waxis,
-    c1 = ARGV[i + 2], c2 = fmt(ct), c3 = fmt(cin), c4 = ARGV[i + 5], w = nowS}
+    c1 = ARGV[i + 2], c2 = fmt(ct), c3 = fmt(cin), c4 = ARGV[i + 5], w = nowS, n = tenant}
   -- A place waits for its call grantTTL once mature; other queued
   -- tickets, the policy's lease TTL.
   local life = place and grantTTL or queueTTL
@@ -536,18 +609,24 @@ elseif op == 'settle' then
   -- ARGV: actual requests, tokens, input, output, ticket id, prompt,
   -- counted (1/0), the calibration's min and max ratio and half-life µs,
   -- the cost the caller was told the ticket holds charged (4 parts), then
-  -- observations (see observe). The observations, and with a counted
-  -- actual the ratio's lesson (actual input over prompt), apply whether or
-  -- not the ticket is held. A ticket no longer held is charged what the
-  -- actual cost exceeds its charge by, refunding nothing (its estimate is
-  -- still charged, and its call may have run). Reply 1, or 0 if the ticket
-  -- is not held as granted.
-  local t, held = ticket(), 0
+  -- observations (see observe), applied to the root: a provider reports
+  -- on the account. The observations, and with a counted actual the
+  -- root's lesson (actual input over prompt), apply whether or not the
+  -- ticket is held. A ticket no longer held is charged what the actual
+  -- cost exceeds its charge by, on every budget, refunding nothing (its
+  -- estimate is still charged, and its call may have run). Reply 1, or 0
+  -- if the ticket is not held as granted; a ticket reserved under another
+  -- tenant replies {-1, that tenant} and changes nothing.
+  local t, other = ticket()
+  if other then return wrongTenant(other) end
+  local held = 0
   if t and t.s == 'g' then
     local delta = {}
     for j = 1, 4 do delta[j] = tonumber(ARGV[i + j - 1]) - tonumber(t['c' .. j]) end
-    adjust(delta, tonumber(t.w))
-    redis.call('ZREM', L, ARGV[i + 4])
+    for _, b in ipairs(budgets) do
+      adjust(b, delta, tonumber(t.w))
+      if b.conc then redis.call('ZREM', b.L, ARGV[i + 4]) end
+    end
     redis.call('DEL', T)
     held = 1
   elseif not t then
@@ -556,9 +635,11 @@ elseif op == 'settle' then
       over[j] = tonumber(ARGV[i + j - 1]) - tonumber(ARGV[i + 9 + j])
       if over[j] > 0 then any = true else over[j] = 0 end
     end
-    if any then adjust(over) end
+    if any then
+      for _, b in ipairs(budgets) do adjust(b, over) end
+    end
   end
-  observe(i + 14)
+  observe(root, i + 14)
   local prompt, input = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 2])
   if ARGV[i + 6] == '1' and prompt > 0 and input > 0 then
     learn(input / prompt, tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8]), tonumber(ARGV[i + 9]))
@@ -566,61 +647,71 @@ elseif op == 'settle' then
   return held
 
 elseif op == 'cancel' then
-  -- ARGV: ticket id. Reply 1, or 0 if unknown.
-  local t = ticket()
+  -- ARGV: ticket id. Reply 1, or 0 if unknown; {-1, tenant} for a ticket
+  -- reserved under another tenant.
+  local t, other = ticket()
+  if other then return wrongTenant(other) end
   if not t then
     redis.call('DEL', T)
     return 0
   end
-  adjust({-tonumber(t.c1), -tonumber(t.c2), -tonumber(t.c3), -tonumber(t.c4)}, tonumber(t.w))
-  redis.call('ZREM', L, ARGV[i])
-  redis.call('ZREM', Q, member(t, ARGV[i]))
+  local m = member(t, ARGV[i])
+  for _, b in ipairs(budgets) do
+    adjust(b, {-tonumber(t.c1), -tonumber(t.c2), -tonumber(t.c3), -tonumber(t.c4)}, tonumber(t.w))
+    if b.conc then redis.call('ZREM', b.L, ARGV[i]) end
+    redis.call('ZREM', b.Q, m)
+  end
   redis.call('DEL', T)
   return 1
 
 elseif op == 'renew' then
   -- ARGV: ticket id, TTL µs (within the policy's lease TTL). The grant's
-  -- record and lease live that long from now, unless they already live
+  -- record and leases live that long from now, unless they already live
   -- longer. Reply the time it now has left in µs, or '' if the ticket is
-  -- not held as granted.
-  local t = ticket()
+  -- not held as granted; {-1, tenant} for a ticket reserved under another
+  -- tenant.
+  local t, other = ticket()
+  if other then return wrongTenant(other) end
   if not t or t.s ~= 'g' then return '' end
   local exp = now + tonumber(ARGV[i + 1])
   if tonumber(t.x) > exp then exp = tonumber(t.x) end
   local x = fmt(exp)
-  redis.call('ZADD', L, 'XX', x, ARGV[i])
+  for _, b in ipairs(budgets) do
+    if b.conc then redis.call('ZADD', b.L, 'XX', x, ARGV[i]) end
+  end
   saveTicket(t, ARGV[i], exp, x)
   return fmt(exp - now)
 
 elseif op == 'pause' then
-  -- ARGV: how long µs, reason: the pause ends that long after now.
+  -- ARGV: how long µs, reason: the target's pause ends that long after now.
   local untilT = now + tonumber(ARGV[i])
-  if untilT > now and untilT > pausedUntil then
-    redis.call('HSET', S, 'pu', fmt(untilT), 'pr', ARGV[i + 1])
+  if untilT > now and untilT > target.pu then
+    redis.call('HSET', target.S, 'pu', fmt(untilT), 'pr', ARGV[i + 1])
   end
   return 1
 
 elseif op == 'observe' then
-  -- ARGV: observations (see observe).
-  observe(i)
+  -- ARGV: observations (see observe), applied to the target.
+  observe(target, i)
   return 1
 
 elseif op == 'snapshot' then
-  -- ARGV: the calibration's min and max ratio and half-life µs (0 0 0: off).
-  -- Reply: {now, paused until or '', pause reason, estimate ratio, then per
-  -- limit: axis, capacity, available, reset µs or ''}.
+  -- ARGV: the root's calibration's min and max ratio and half-life µs (0 0
+  -- 0: off). Reply: {now, the target's paused until or '', its pause
+  -- reason, the root's estimate ratio, then per limit of the target: axis,
+  -- capacity, available, reset µs or ''}.
   local out = {nowS, '', '', '1'}
   if ARGV[i + 2] ~= '0' then out[4] = fmt(ratioAt(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]))) end
-  if paused then out[2], out[3] = fmt(pausedUntil), st['pr'] or '' end
-  for k = 1, n do
-    local a = axes[k]
+  if target.paused then out[2], out[3] = fmt(target.pu), target.pr or '' end
+  for k = 1, target.n do
+    local a = target.axes[k]
     local avail, reset = 0, ''
     if a.kind == BUCKET then
       avail = level(a)
     elseif a.kind == DAILY then
       avail, reset = a.cap - used(a), fmt(a.we)
     else
-      avail = a.cap - redis.call('ZCOUNT', L, '(' .. nowS, '+inf')
+      avail = a.cap - redis.call('ZCOUNT', target.L, '(' .. nowS, '+inf')
     end
     out[#out + 1] = a.id
     out[#out + 1] = fmt(a.cap)

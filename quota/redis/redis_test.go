@@ -51,23 +51,51 @@ func TestNewValidatesOptions(t *testing.T) {
 }
 
 // TestKeyLayout pins the Redis keys a key's state lives under: one hash tag
-// per quota key (so Redis Cluster keeps them in one slot), and tickets that
-// expire on their own.
+// per account (so Redis Cluster keeps an account and its tenants in one
+// slot), a tenant's budget beside its account's, tickets in the account's
+// namespace that expire on their own.
 func TestKeyLayout(t *testing.T) {
 	rdb := redistest.Start(t)
 	ctx := context.Background()
-	s, err := redis.New(rdb, policies(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10), quota.Concurrent(2)}}), redis.Options{})
+	vip, solo := gpt4o, quota.Key{Provider: "openai", Model: "o3", Tenant: "solo"}
+	vip.Tenant = "vip"
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{
+		gpt4o: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10), quota.Concurrent(2)}},
+		vip:   {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1), quota.Concurrent(1)}},
+		solo:  {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1)}}, // o3 has no account-wide policy
+	})
 	require.NoError(t, err)
-	d, err := s.Reserve(ctx, quota.Reservation{Key: gpt4o, Ticket: "wf/run/1", Cost: quota.Cost{Requests: 1}})
+	s, err := redis.New(rdb, ps, redis.Options{})
 	require.NoError(t, err)
-	require.Equal(t, quota.Granted, d.Outcome)
+	for _, r := range []struct {
+		key    quota.Key
+		ticket string
+		want   quota.Outcome
+	}{
+		{gpt4o, "wf/run/1", quota.Granted},
+		{vip, "wf/run/2", quota.Granted},
+		{vip, "wf/run/3", quota.Queued},
+		{solo, "wf/run/4", quota.Granted},
+	} {
+		d, err := s.Reserve(ctx, quota.Reservation{Key: r.key, Ticket: r.ticket, Cost: quota.Cost{Requests: 1}})
+		require.NoError(t, err)
+		require.Equal(t, r.want, d.Outcome, r.ticket)
+	}
 
 	keys, err := rdb.Keys(ctx, "*").Result()
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{
 		"tollgate:{openai/default/gpt-4o}",
 		"tollgate:{openai/default/gpt-4o}:leases",
+		"tollgate:{openai/default/gpt-4o}:queue",
 		"tollgate:{openai/default/gpt-4o}:t:wf/run/1",
+		"tollgate:{openai/default/gpt-4o}:t:wf/run/2", // a nested tenant's tickets are its account's
+		"tollgate:{openai/default/gpt-4o}:t:wf/run/3",
+		"tollgate:{openai/default/gpt-4o}/vip",
+		"tollgate:{openai/default/gpt-4o}/vip/leases",
+		"tollgate:{openai/default/gpt-4o}/vip/queue",
+		"tollgate:{openai/default/o3}/solo", // a tenant on its own keeps its own tickets
+		"tollgate:{openai/default/o3}/solo/t/wf/run/4",
 	}, keys)
 	ttl, err := rdb.PTTL(ctx, "tollgate:{openai/default/gpt-4o}:t:wf/run/1").Result()
 	require.NoError(t, err)
@@ -280,7 +308,8 @@ func TestAdoptedLimitFollowsConfig(t *testing.T) {
 }
 
 // TestTicketWithoutChargeTime: a ticket written before tickets recorded the
-// time they were charged at still settles, correcting its daily windows.
+// time they were charged at (and the tenant they were reserved under) still
+// settles, correcting its daily windows.
 func TestTicketWithoutChargeTime(t *testing.T) {
 	rdb := redistest.Start(t)
 	ctx := context.Background()
@@ -296,8 +325,9 @@ func TestTicketWithoutChargeTime(t *testing.T) {
 	raw, err := rdb.Get(ctx, key).Result()
 	require.NoError(t, err)
 	fields := strings.Fields(raw)
-	require.Len(t, fields, 9, "s m x a c1 c2 c3 c4 w: %q", raw)
+	require.Len(t, fields, 10, "s m x a c1 c2 c3 c4 w n: %q", raw)
 	require.Equal(t, strconv.FormatInt(clock.Now().UnixMicro(), 10), fields[8], "w is the charge time")
+	require.Equal(t, ".", fields[9], "n is the tenant: none")
 	require.NoError(t, rdb.SetArgs(ctx, key, strings.Join(fields[:8], " "), goredis.SetArgs{KeepTTL: true}).Err())
 
 	require.NoError(t, s.Settle(ctx, quota.Settlement{Key: gpt4o, Ticket: "t", Actual: quota.Cost{Tokens: 400}}))
