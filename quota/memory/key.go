@@ -125,21 +125,6 @@ func (ks *keyState) spentWindow(now time.Time, cost quota.Cost, priority quota.P
 	return 0, 0, false
 }
 
-// bucketWait returns how long until every bucket holds cost (and, for Low,
-// the reserve), and the axis that takes longest (the first of equals).
-func (ks *keyState) bucketWait(now time.Time, cost quota.Cost, priority quota.Priority) (time.Duration, quota.Axis) {
-	var wait time.Duration
-	var axis quota.Axis
-	for i := range ks.buckets {
-		b := &ks.buckets[i]
-		need := float64(cost.On(b.axis)) + ks.reserved(priority, b.capacity)
-		if w := b.waitFor(now, need); w > wait {
-			wait, axis = w, b.axis
-		}
-	}
-	return wait, axis
-}
-
 // charge takes cost from every bucket and window.
 func (ks *keyState) charge(now time.Time, cost quota.Cost) {
 	for i := range ks.buckets {

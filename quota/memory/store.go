@@ -96,7 +96,7 @@ func (s *Store) Reserve(_ context.Context, r quota.Reservation) (quota.Decision,
 	tr := sc.root.tree
 	now := tr.lock(s.clock)
 	defer tr.mu.Unlock()
-	return tr.reserve(now, sc, r)
+	return tr.reserve(now, sc, r, s.ps.Weight(r.Key))
 }
 
 // Settle charges or refunds the difference between st.Actual and the

@@ -37,8 +37,13 @@ type ticket struct {
 	state     ticketState
 	// axis is the axis that bound when the ticket was queued.
 	axis quota.Axis
-	// maturity is when a queued ticket may be granted.
+	// maturity is when a queued ticket may be granted, as it was first
+	// told: one in line may have to wait longer (see line.go).
 	maturity time.Time
+	// inLine: the ticket waits in the tree's line, at (tag, seq).
+	inLine bool
+	tag    float64
+	seq    uint64
 	// leased: a granted ticket holds a concurrency lease on each of its
 	// budgets with a concurrency limit, expiring with the ticket itself (both live for the grant's TTL, renewed by Renew and by
 	// Reserve under the ticket).

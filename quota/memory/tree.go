@@ -22,6 +22,7 @@ type tree struct {
 	last time.Time
 
 	tickets tickets
+	line    line
 }
 
 // scope is what one call is charged to: the tree's root budget and, for a
@@ -95,8 +96,9 @@ func (tr *tree) lock(clock quota.Clock) time.Time {
 	return now
 }
 
-// reserve decides r at now for the scope sc. tr.mu is held.
-func (tr *tree) reserve(now time.Time, sc scope, r quota.Reservation) (quota.Decision, error) {
+// reserve decides r at now for the scope sc, r's tenant weighing weight.
+// tr.mu is held.
+func (tr *tree) reserve(now time.Time, sc scope, r quota.Reservation, weight float64) (quota.Decision, error) {
 	for _, ks := range sc.levels() {
 		if ks == nil {
 			continue
@@ -113,7 +115,7 @@ func (tr *tree) reserve(now time.Time, sc scope, r quota.Reservation) (quota.Dec
 	if ok {
 		return tr.known(now, sc, slot, r), nil
 	}
-	return tr.fresh(now, sc, r), nil
+	return tr.fresh(now, sc, r, weight), nil
 }
 
 // held finds the live ticket id, which must be sc's tenant's.
@@ -126,8 +128,9 @@ func (tr *tree) held(now time.Time, sc scope, k quota.Key, id string) (int32, bo
 }
 
 // fresh decides a ticket the tree does not hold: refuse, or charge every
-// axis of every budget and queue or grant it.
-func (tr *tree) fresh(now time.Time, sc scope, r quota.Reservation) quota.Decision {
+// axis of every budget and queue it (in fair-share order, see line.go) or
+// grant it.
+func (tr *tree) fresh(now time.Time, sc scope, r quota.Reservation, weight float64) quota.Decision {
 	if p := sc.pause(now); p != nil {
 		return paused(p, quota.Refused, now)
 	}
@@ -147,16 +150,8 @@ func (tr *tree) fresh(now time.Time, sc scope, r quota.Reservation) quota.Decisi
 	if spent != 0 {
 		return quota.Decision{Outcome: quota.Refused, Wait: refusal, Reason: quota.DailyLimit, Axis: spent}
 	}
-	var wait time.Duration
-	var axis quota.Axis
-	for _, ks := range sc.levels() {
-		if ks == nil {
-			continue
-		}
-		if w, a := ks.bucketWait(now, cost, r.Priority); w > wait {
-			wait, axis = w, a
-		}
-	}
+	tag := tr.tag(sc.tenant, cost, weight)
+	wait, axis := tr.wait(now, sc, tr.sums(tag, tr.line.seq+1, sc.tenant), cost, r.Priority)
 	if wait > sc.maxWait() {
 		return quota.Decision{Outcome: quota.Refused, Wait: wait, Reason: quota.Capacity, Axis: axis}
 	}
@@ -167,21 +162,26 @@ func (tr *tree) fresh(now time.Time, sc scope, r quota.Reservation) quota.Decisi
 		}
 	}
 	maturity := now.Add(wait)
-	// A place waits for its call r.LeaseTTL once mature; other queued
-	// tickets, the policy's LeaseTTL.
-	life := sc.leaseTTL()
-	if r.Place {
-		life = sc.leaseTTLFor(r.LeaseTTL)
-	}
 	slot := tr.tickets.add(ticket{id: r.Ticket, tenant: sc.tenant, own: sc.own, charged: cost, chargedAt: now,
-		state: queued, axis: axis, maturity: maturity, expiry: maturity.Add(life)})
+		state: queued, axis: axis, maturity: maturity, expiry: maturity.Add(tr.life(sc, r))})
 	if wait > 0 {
+		tr.enter(slot, tag)
 		return quota.Decision{Outcome: quota.Queued, Wait: wait, Reason: quota.Capacity, Axis: axis, Charged: cost}
 	}
+	tr.pass(sc.tenant, tag)
 	if r.Place {
 		return ready(cost)
 	}
 	return tr.admit(now, sc, slot, r)
+}
+
+// life is how long a ticket r queues waits for its caller once mature: a
+// place, r.LeaseTTL; other tickets, the policy's LeaseTTL.
+func (tr *tree) life(sc scope, r quota.Reservation) time.Duration {
+	if r.Place {
+		return sc.leaseTTLFor(r.LeaseTTL)
+	}
+	return sc.leaseTTL()
 }
 
 // calibrated is r's cost at the root's learned ratio (a provider counts per
@@ -229,15 +229,30 @@ func (tr *tree) known(now time.Time, sc scope, slot int32, r quota.Reservation) 
 		tr.renew(now, sc, slot, r.LeaseTTL)
 		return grant(now, &tr.tickets.slab[slot])
 	}
-	if now.Before(t.maturity) {
-		if p != nil && p.pausedUntil.After(t.maturity) {
+	// A ticket in line matures when its place does (see line.go), and
+	// never before the maturity it was first told.
+	maturity, axis := t.maturity, t.axis
+	if t.inLine {
+		wait, a := tr.wait(now, sc, tr.sums(t.tag, t.seq, t.tenant), t.charged, r.Priority)
+		if at := now.Add(wait); at.After(maturity) {
+			maturity, axis = at, a
+			// Its place lapses as long after its new maturity as after
+			// its first.
+			if expiry := at.Add(tr.life(sc, r)); expiry.After(t.expiry) {
+				tr.tickets.setExpiry(slot, expiry)
+			}
+		}
+	}
+	if now.Before(maturity) {
+		if p != nil && p.pausedUntil.After(maturity) {
 			return paused(p, quota.Queued, now)
 		}
-		return quota.Decision{Outcome: quota.Queued, Wait: t.maturity.Sub(now), Reason: quota.Capacity, Axis: t.axis, Charged: t.charged}
+		return quota.Decision{Outcome: quota.Queued, Wait: maturity.Sub(now), Reason: quota.Capacity, Axis: axis, Charged: t.charged}
 	}
 	if p != nil {
 		return paused(p, quota.Queued, now)
 	}
+	tr.serve(slot)
 	if r.Place {
 		return ready(t.charged)
 	}
@@ -401,8 +416,9 @@ func (tr *tree) lapse(now time.Time, slot int32) {
 	tr.forget(slot)
 }
 
-// forget drops a ticket and its leases.
+// forget drops a ticket, its place in line and its leases.
 func (tr *tree) forget(slot int32) {
+	tr.unline(slot)
 	tr.release(slot)
 	tr.tickets.remove(slot)
 }

@@ -73,6 +73,9 @@ func Run(t *testing.T, newStore Factory) {
 		{"nested_settle", testNestedSettle},
 		{"nested_concurrency", testNestedConcurrency},
 		{"nested_signals", testNestedSignals},
+		{"fair_share", testFairShare},
+		{"fair_weights", testFairWeights},
+		{"fair_single_tenant", testFairSingleTenant},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, s) })
 	}

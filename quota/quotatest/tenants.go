@@ -1,6 +1,7 @@
 package quotatest
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -293,4 +294,195 @@ func testNestedSignals(t *testing.T, s suite) {
 	require.NoError(t, err)
 	require.Equal(t, quota.Cost{Requests: 1, Tokens: 300, InputTokens: 200, OutputTokens: 100}, d.Charged)
 	a.level(tk, 100)
+}
+
+// call is one governed call in a fair-share case: its tenant, ticket and
+// cost, and when its caller comes back.
+type call struct {
+	tenant, ticket string
+	cost           quota.Cost
+	next           time.Time
+}
+
+// served is a call granted at some time since start().
+type served struct {
+	ticket string
+	at     time.Duration
+}
+
+// calls returns n calls of tenant, tickets prefix0…, each costing cost.
+func calls(tenant, prefix string, n int, cost quota.Cost) []*call {
+	cs := make([]*call, n)
+	for i := range cs {
+		cs[i] = &call{tenant: tenant, ticket: prefix + strconv.Itoa(i), cost: cost}
+	}
+	return cs
+}
+
+// queue reserves each call now, requiring it granted or queued, and
+// returns the waits Reserve told, by ticket.
+func (e *env) queue(cs []*call) map[string]time.Duration {
+	e.t.Helper()
+	waits := map[string]time.Duration{}
+	for _, c := range cs {
+		d := e.on(c.tenant).reserve(c.ticket, c.cost)
+		require.Contains(e.t, []quota.Outcome{quota.Granted, quota.Queued}, d.Outcome, "%s: %+v", c.ticket, d)
+		waits[c.ticket] = d.Wait
+		c.next = e.clock.Now().Add(d.Wait)
+		if d.Outcome == quota.Granted {
+			c.next = time.Time{}
+			e.on(c.tenant).settle(c.ticket, c.cost)
+		}
+	}
+	return waits
+}
+
+// serve plays the callers of cs until every call is granted: the clock
+// moves to the next time a caller was told to come back, and each caller
+// due comes back (in cs's order), running (and settling at once) when
+// granted. It returns the grants in the order they were made, with the
+// calls granted by queue first, at their times.
+func (e *env) serve(cs []*call) []served {
+	e.t.Helper()
+	var order []served
+	for {
+		var due time.Time
+		for _, c := range cs {
+			if !c.next.IsZero() && (due.IsZero() || c.next.Before(due)) {
+				due = c.next
+			}
+		}
+		if due.IsZero() {
+			return order
+		}
+		e.clock.Set(due)
+		for _, c := range cs {
+			if c.next.IsZero() || c.next.After(due) {
+				continue
+			}
+			d := e.on(c.tenant).reserve(c.ticket, c.cost)
+			switch d.Outcome {
+			case quota.Granted:
+				order = append(order, served{c.ticket, due.Sub(start())})
+				c.next = time.Time{}
+				e.on(c.tenant).settle(c.ticket, c.cost)
+			case quota.Queued:
+				require.Positive(e.t, d.Wait, "%s: queued with no wait: %+v", c.ticket, d)
+				c.next = due.Add(d.Wait)
+			default:
+				require.Failf(e.t, "refused in line", "%s: %+v", c.ticket, d)
+			}
+		}
+	}
+}
+
+func tickets(order []served) []string {
+	ids := make([]string, len(order))
+	for i, s := range order {
+		ids[i] = s.ticket
+	}
+	return ids
+}
+
+// testFairShare: places in a saturated account's line go to tenants by
+// turns, not by arrival: a tenant that queued a burst waits behind its own
+// calls while a tenant that comes later is served between them, both by
+// the waits Reserve tells and by the order calls are granted as time goes
+// on; the account is never granted more than its budget.
+func testFairShare(t *testing.T, s suite) {
+	e := s.setupTenants(t, "fair-share", &quota.Policy{
+		Limits:  []quota.Limit{quota.Per(rq, 1, time.Second)},
+		MaxWait: time.Hour,
+	}, nil)
+	burst := calls("a", "a", 10, reqs(1))
+	waits := e.queue(burst)
+	for i := range 10 { // alone in line, a's calls queue first come, first served
+		require.InDelta(t, float64(time.Duration(i)*time.Second), float64(waits["a"+strconv.Itoa(i)]), float64(TimeDelta), "a%d", i)
+	}
+	late := calls("b", "b", 3, reqs(1))
+	waits = e.queue(late)
+	for i, want := range []time.Duration{2 * time.Second, 4 * time.Second, 6 * time.Second} {
+		require.InDelta(t, float64(want), float64(waits["b"+strconv.Itoa(i)]), float64(TimeDelta),
+			"b%d goes after a's next %d, not after all nine", i, i+1)
+	}
+	e.level(rq, -12)
+
+	// a2 was told 2s; b0 took that place, and a2 learns so when it asks.
+	e.on("a").expect(queued(3*time.Second, rq), "a2", reqs(1))
+
+	order := e.serve(append(burst, late...))
+	require.Equal(t, []string{"a1", "b0", "a2", "b1", "a3", "b2", "a4", "a5", "a6", "a7", "a8", "a9"}, tickets(order))
+	for i, g := range order {
+		requireDuration(t, time.Duration(i+1)*time.Second, g.at, "%s granted", g.ticket)
+	}
+	e.level(rq, 0)
+
+	// A place taken ahead and given back returns the places behind it to
+	// the maturities they were told first, never earlier.
+	c := s.setupTenants(t, "fair-share-cancel", &quota.Policy{
+		Limits: []quota.Limit{quota.Per(rq, 1, time.Second)},
+	}, nil)
+	c.queue(calls("a", "a", 4, reqs(1))) // a0 now, a1..a3 at 1s..3s
+	c.on("b").expect(queued(2*time.Second, rq), "b0", reqs(1))
+	c.on("a").expect(queued(3*time.Second, rq), "a2", reqs(1))
+	c.on("b").cancel("b0")
+	c.on("a").expect(queued(2*time.Second, rq), "a2", reqs(1))
+	c.on("a").expect(queued(3*time.Second, rq), "a3", reqs(1))
+}
+
+// testFairWeights: tenants share a saturated account's line in proportion
+// to their weights, by cost: two calls of a tenant weighing 2 for each of
+// one weighing 1; and equal weights get equal tokens, however each splits
+// them into calls.
+func testFairWeights(t *testing.T, s suite) {
+	e := s.setupTenants(t, "fair-weights", &quota.Policy{
+		Limits:        []quota.Limit{quota.Per(rq, 1, time.Second)},
+		MaxWait:       time.Hour,
+		TenantWeights: map[string]float64{"gold": 2},
+	}, nil)
+	gold, std := calls("gold", "g", 13, reqs(1)), calls("std", "s", 12, reqs(1))
+	e.queue(gold) // g0 runs now
+	e.queue(std)
+	order := tickets(e.serve(append(gold, std...)))
+	require.Equal(t, []string{"g1", "g2", "s0", "g3", "g4", "s1", "g5", "g6", "s2", "g7", "g8", "s3"}, order[:12])
+
+	// By cost: a tenant of large calls and one of small ones get the
+	// same tokens per second.
+	c := s.setupTenants(t, "fair-cost", &quota.Policy{
+		Limits:  []quota.Limit{quota.Per(tk, 100, time.Second)},
+		MaxWait: time.Hour,
+	}, nil)
+	big, small := calls("big", "B", 8, tokens(50)), calls("small", "S", 40, tokens(10))
+	c.queue(big) // two now, six queued
+	c.queue(small)
+	got := map[byte]int64{}
+	for _, g := range c.serve(append(big, small...)) {
+		if g.at > 4*time.Second { // both still have calls in line until then
+			break
+		}
+		got[g.ticket[0]] += map[byte]int64{'B': 50, 'S': 10}[g.ticket[0]]
+	}
+	require.InDelta(t, got['B'], got['S'], 50, "tokens granted to each from the line by 4s: %v", got)
+	require.Equal(t, int64(400), got['B']+got['S'], "4s of refill, all granted")
+}
+
+// testFairSingleTenant: a tenant alone in its account's line, whatever its
+// weight, queues first come, first served, at the waits an untenanted line
+// has.
+func testFairSingleTenant(t *testing.T, s suite) {
+	p := quota.Policy{Limits: []quota.Limit{quota.Per(rq, 1, time.Second), quota.PerMinute(tk, 600)}}
+	e := s.setupTenants(t, "fair-single", &p, map[string]quota.Policy{"a": {Weight: 3}})
+	a := e.on("a")
+	small, large := quota.Cost{Requests: 1, Tokens: 20}, quota.Cost{Requests: 1, Tokens: 600}
+	a.expect(granted, "a0", small)
+	a.expect(queued(time.Second, rq), "a1", small)
+	a.expect(queued(2*time.Second, rq), "a2", small)
+	a.expect(queued(6*time.Second, tk), "a3", large)                               // 540 left, 10 a second
+	a.expect(queued(7*time.Second, tk), "a4", quota.Cost{Requests: 1, Tokens: 10}) // behind a3's tokens
+	e.clock.Advance(time.Second)
+	a.expect(granted, "a1", small)
+	a.expect(queued(time.Second, rq), "a2", small)
+	a.expect(queued(5*time.Second, tk), "a3", large)
+	a.expect(queued(6*time.Second, tk), "a4", quota.Cost{Requests: 1, Tokens: 10})
+	e.levels(map[quota.Axis]float64{rq: -3, tk: -60})
 }
