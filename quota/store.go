@@ -25,7 +25,10 @@ type Store interface {
 	// is reserved for the ticket in the future and Decision.Wait says when
 	// it matures; calling Reserve again with the same ticket is idempotent
 	// (the same maturity, or the grant once mature) and charges nothing
-	// twice. Refused: no place was taken (the wait is past the policy's
+	// twice. In a line shared by tenants, places go by weighted fair share
+	// of cost (Policies.Weight), not by arrival: a queued ticket's maturity
+	// moves later when calls of other tenants are placed ahead of it, and
+	// Reserve again tells the new one (never one earlier than first told). Refused: no place was taken (the wait is past the policy's
 	// MaxWait, a daily window is spent, or the key is paused), and
 	// Decision.Wait says how long until trying again is worthwhile.
 	//

@@ -88,10 +88,16 @@ func (ks *keyState) share(cost quota.Cost) float64 {
 }
 
 // tag returns the finish tag of a call of tenant costing cost, at weight.
+// A tenant's latest tag behind the line's virtual time counts for nothing,
+// and is dropped.
 func (tr *tree) tag(tenant string, cost quota.Cost, weight float64) float64 {
 	base := tr.line.v
-	if f, ok := tr.line.f[tenant]; ok && f > base {
-		base = f
+	if f, ok := tr.line.f[tenant]; ok {
+		if f > base {
+			base = f
+		} else {
+			delete(tr.line.f, tenant)
+		}
 	}
 	return base + tr.root.share(cost)/weight
 }

@@ -11,14 +11,17 @@
 // tollgate:{openai/default/gpt-4o} holds the account's levels, pause and
 // adopted capacities, …:leases its concurrency leases (a sorted set scored
 // by expiry), …:queue the tickets queued and not yet granted (a sorted set
-// scored by expiry, so a place that lapses unclaimed is refunded) and
+// scored by expiry, so a place that lapses unclaimed is refunded), …:line
+// the tickets waiting for capacity in weighted fair-share order (scored by
+// their tags), …:finish each tenant's latest tag while the line is busy, and
 // …:t:<ticket> each ticket's record. A tenant's own budget sits beside its
 // account's, under the same tag: tollgate:{openai/default/gpt-4o}/vip, with
 // …/vip/leases and …/vip/queue; its tickets are its account's (one
 // namespace per account), so one script run reads and charges both budgets.
 // A tenant whose account has no policy keeps its tickets too, …/vip/t/<ticket>.
 // There is one state hash, one lease set and one queue per key with a
-// policy, kept without a TTL. Expiry logic compares stored times with the
+// policy, kept without a TTL; a line empties as its tickets go, and the
+// finish hash expires once its line has been idle for a ticket's life. Expiry logic compares stored times with the
 // script's clock; the TTL on ticket records only collects garbage, long
 // after it could matter. Callers send durations (a pause of 5 s, a lease of
 // 30 s), never times of their own: the script adds them to Redis TIME.

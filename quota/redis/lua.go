@@ -16,17 +16,23 @@ import goredis "github.com/redis/go-redis/v9"
 // KEYS: [1] the root's state hash, [2] its lease zset, [3] the ticket's
 // record (Reserve, Settle, Cancel, Renew; otherwise any key of the same
 // slot), [4] its queue zset: the tickets queued and not yet granted, scored
-// by expiry, each member "c1 c2 c3 c4 w id" (the ticket's charge, the time
-// it was charged at and its id), so that one that lapses unclaimed is
-// refunded without reading its record; then, for a tenant's budget nested
-// in the root, [5] its state hash, [6] its lease zset and [7] its queue
-// zset, holding the same members for the tenant's tickets.
+// by expiry, each member "#q c1 c2 c3 c4 w n id" (the ticket's place in the
+// order of arrival in line, or "-", its charge, the time it was charged at,
+// its tenant and its id), so that one that lapses unclaimed is refunded
+// without reading its record (a member written before q and n existed
+// reads "c1 c2 c3 c4 w id"); [5] its line: the members of the tickets
+// waiting for capacity, scored by their fair-share tags (see the memory
+// store's line.go); [6] its finish hash: each tenant's latest tag, by "."
+// and the tenant's name, expiring when the line goes idle; then, for a
+// tenant's budget nested in the root, [7] its state hash, [8] its lease
+// zset and [9] its queue zset, holding the same members for the tenant's
+// tickets.
 //
 // ARGV, built by args.go:
 //
 //	1  op: reserve | settle | cancel | renew | pause | observe | snapshot
 //	2  now in unix µs, or "" to read Redis TIME
-//	3  the call's tenant ("" for none)   4 its weight (unused yet)
+//	3  the call's tenant ("" for none)   4 its weight (quota.Policies.Weight)
 //	5  max wait µs   6 lease TTL µs (each the shorter of the budgets')
 //	7  the number of budgets, 1 or 2, then for each, the root first: its
 //	   priority reserve (fraction), 1 if it adopts observed limits else 0,
@@ -41,22 +47,27 @@ import goredis "github.com/redis/go-redis/v9"
 // c<a> adopted effective capacity and o<a> the configured effective capacity
 // it was adopted under; pu/pr pause end and reason; er/et the learned
 // estimate ratio and the time it was learned at, e1/e2 its last two samples
-// (quota.Ratio), kept by the root. An adopted capacity
+// (quota.Ratio), kept by the root; fv/fq the line's virtual time (the tag
+// of the ticket served last) and arrival counter, kept by the root while
+// its line is not empty. An adopted capacity
 // counts only for a policy that adopts and is configured as o<a> says, so a
 // changed configuration wins over what an earlier one adopted. The state
 // hash and lease zset have no TTL: there is one of each per key with a
 // policy.
 //
 // A ticket is one string (GET and SET … PX are a call each, where a hash
-// would need two to write): "s m x a c1 c2 c3 c4 w n", with s q(ueued) or
-// g(ranted), m maturity µs, x expiry µs, a the axis of the wait, c1..c4
+// would need two to write): "s m x a c1 c2 c3 c4 w n g q", with s q(ueued)
+// or g(ranted), m maturity µs (the one first told), x expiry µs, a the axis
+// of the wait, c1..c4
 // the charged cost (requests, tokens, input, output tokens), w the time
 // it was charged at in µs, which names the day of every daily window
 // charged: Settle and Cancel correct a window only while that day lasts,
-// and n "." followed by the tenant it was reserved under: the tickets of an
+// n "." followed by the tenant it was reserved under: the tickets of an
 // account and its tenants share the root's namespace, and a call under
-// another tenant is told so. A ticket written before w existed lacks it and
-// is corrected in any day; one written before n, any tenant may use.
+// another tenant is told so; g its tag while it waits in line, else "-",
+// and q its place in the order of arrival in line ("-": never in line). A
+// ticket written before w existed lacks it and is corrected in any day; one
+// written before n, any tenant may use, and it waits outside the line.
 // Its PX only collects garbage: x decides. A queued ticket is also a member
 // of each queue zset of its budgets until it is granted, cancelled or
 // lapses; every call first refunds, on each budget it reads, up to SWEEP
@@ -68,7 +79,7 @@ import goredis "github.com/redis/go-redis/v9"
 // returns only integers below 2^53 as numbers. Parsing (strtod) and
 // formatting are most of the script's own cost, so it does each once.
 var script = goredis.NewScript(`
-local S, L, T, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local S, L, T, Q, N, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local op = ARGV[1]
 local BUCKET, DAILY, LEASES = '1', '2', '3'
 local LEASE_RETRY = 1000000 -- quota.DefaultLeaseRetry
@@ -148,7 +159,7 @@ end
 local i = 8
 local root, own
 root, i = budget(S, L, Q, i)
-if ARGV[7] == '2' then own, i = budget(KEYS[5], KEYS[6], KEYS[7], i) end
+if ARGV[7] == '2' then own, i = budget(KEYS[7], KEYS[8], KEYS[9], i) end
 -- budgets lists the call's budgets, the tenant's first; target is the one
 -- its key names (Pause, Observe, Snapshot).
 local budgets = {root}
@@ -332,9 +343,22 @@ local function observe(b, j)
   if #hs > 0 then redis.call('HSET', b.S, unpack(hs)) end
 end
 
--- member is t's entry in the queue zsets.
+-- member is t's entry in the queue zsets and the line.
 local function member(t, id)
-  return t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. ' ' .. t.w .. ' ' .. id
+  if t.q == '' then -- written before tickets had places in line
+    return t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. ' ' .. t.w .. ' ' .. id
+  end
+  return '#' .. t.q .. ' ' .. t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. ' ' .. t.w .. ' ' .. t.n .. ' ' .. id
+end
+
+-- unline takes member m out of the line, if it is in it; the line that
+-- empties starts afresh (its virtual time, counter and tags).
+local function unline(m)
+  if redis.call('ZREM', N, m) == 1 and redis.call('ZCARD', N) == 0 then
+    redis.call('DEL', F)
+    redis.call('HDEL', S, 'fv', 'fq')
+    root.st['fv'], root.st['fq'] = nil, nil
+  end
 end
 
 -- sweep refunds to budget b up to SWEEP of its queued tickets that lapsed
@@ -343,11 +367,17 @@ end
 local function sweep(b)
   local due = redis.call('ZRANGEBYSCORE', b.Q, '-inf', nowS, 'LIMIT', 0, SWEEP)
   for _, m in ipairs(due) do
-    local c1, c2, c3, c4, w = string.match(m, '^(%S+) (%S+) (%S+) (%S+) (%S*) ')
+    local c1, c2, c3, c4, w
+    if string.byte(m) == 35 then -- '#'
+      c1, c2, c3, c4, w = string.match(m, '^#%S+ (%S+) (%S+) (%S+) (%S+) (%S+) ')
+    else
+      c1, c2, c3, c4, w = string.match(m, '^(%S+) (%S+) (%S+) (%S+) (%S*) ')
+    end
     if c1 then
       adjust(b, {-tonumber(c1), -tonumber(c2), -tonumber(c3), -tonumber(c4)}, tonumber(w))
     end
     redis.call('ZREM', b.Q, m)
+    unline(m)
   end
 end
 for _, b in ipairs(budgets) do sweep(b) end
@@ -358,8 +388,8 @@ local function ticket()
   local raw = redis.call('GET', T)
   if not raw then return nil end
   local t = {}
-  t.s, t.m, t.x, t.a, t.c1, t.c2, t.c3, t.c4, t.w, t.n =
-    string.match(raw, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) ?(%S*) ?(%S*)$')
+  t.s, t.m, t.x, t.a, t.c1, t.c2, t.c3, t.c4, t.w, t.n, t.g, t.q =
+    string.match(raw, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) ?(%S*) ?(%S*) ?(%S*) ?(%S*)$')
   if not t.x or tonumber(t.x) <= now then
     return nil -- expired: unknown, whatever PEXPIRE has not yet collected
   end
@@ -374,8 +404,9 @@ local function saveTicket(t, id, expiry, x)
   x = x or fmt(expiry)
   local w = t.w ~= '' and ' ' .. t.w or ''
   local n = t.n ~= '' and ' ' .. t.n or ''
+  local gq = t.q ~= '' and ' ' .. t.g .. ' ' .. t.q or ''
   redis.call('SET', T, t.s .. ' ' .. t.m .. ' ' .. x .. ' ' .. t.a .. ' ' ..
-    t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. w .. n,
+    t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. w .. n .. gq,
     'PX', fmt(math.ceil((expiry - now) / 1000) + TICKET_GRACE))
   local m = member(t, id)
   for _, b in ipairs(budgets) do
@@ -454,6 +485,85 @@ local function lease(t, ticketID, fresh, grantTTL, queueTTL, low)
   return reply(1, 0, 0, 0, nil, leased and exp or nil, t, exp)
 end
 
+-- The line, in weighted fair share (see the memory store's line.go).
+
+-- sums returns the cost in the line all (ZRANGE … WITHSCORES): in total
+-- and ahead of (tag, seq), of every tenant and of the call's tenant, each
+-- per cost part. It reads every ticket in line: O(queued) per call.
+local function sums(all, tag, seq)
+  local tot, ahd, otot, oahd = {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}
+  for j = 1, #all, 2 do
+    local q, c1, c2, c3, c4, n = string.match(all[j], '^#(%S+) (%S+) (%S+) (%S+) (%S+) %S+ (%S+) ')
+    if q then
+      local score = tonumber(all[j + 1])
+      q = tonumber(q)
+      local ahead = score < tag or (score == tag and q < seq)
+      local mine = n == tenant
+      local c = {tonumber(c1), tonumber(c2), tonumber(c3), tonumber(c4)}
+      for k = 1, 4 do
+        tot[k] = tot[k] + c[k]
+        if ahead then ahd[k] = ahd[k] + c[k] end
+        if mine then
+          otot[k] = otot[k] + c[k]
+          if ahead then oahd[k] = oahd[k] + c[k] end
+        end
+      end
+    end
+  end
+  return tot, ahd, otot, oahd
+end
+
+-- lineWait returns how long until every bucket of budget b covers cost
+-- (and, for low, the reserve) after the cost ahead of it in line, the
+-- level counting the cost in line (total) as available to the line; and
+-- the axis that takes longest (the first of equals).
+local function lineWait(b, cost, low, ahead, total)
+  local wait, waxis = 0, '0'
+  for k = 1, b.n do
+    local a = b.axes[k]
+    if a.kind == BUCKET then
+      local need = ahead[a.ci] + cost[a.ci]
+      if low then need = need + a.cap * b.prio end
+      need = need - total[a.ci]
+      a.lv = level(a)
+      local deficit = need - a.lv
+      local w = 0
+      if deficit > EPSILON then w = deficit * a.period / a.cap end
+      if w > wait then wait, waxis = w, a.id end
+    end
+  end
+  return wait, waxis
+end
+
+-- lineWaits returns the wait of a call costing cost placed at (tag, seq)
+-- in the line all, over its budgets (the tenant's first among equals).
+local function lineWaits(all, tag, seq, cost, low)
+  local tot, ahd, otot, oahd = sums(all, tag, seq)
+  local wait, waxis = 0, '0'
+  if own then wait, waxis = lineWait(own, cost, low, oahd, otot) end
+  local w, a = lineWait(root, cost, low, ahd, tot)
+  if w > wait then wait, waxis = w, a end
+  return wait, waxis
+end
+
+-- finish returns the call's tenant's latest tag, if it is past the line's
+-- virtual time v; a tag behind it counts for nothing, and is dropped.
+local function finish(v)
+  local f = tonumber(redis.call('HGET', F, tenant) or '')
+  if f and f <= v then
+    redis.call('HDEL', F, tenant)
+    return nil
+  end
+  return f
+end
+
+-- setFinish records tag as the call's tenant's latest; the hash lives as
+-- long as a ticket may wait in line after the last write.
+local function setFinish(tag)
+  redis.call('HSET', F, tenant, fmt(tag))
+  redis.call('PEXPIRE', F, fmt(math.ceil((tonumber(ARGV[5]) + tonumber(ARGV[6])) / 1000) + TICKET_GRACE))
+end
+
 -- wrongTenant is the reply to a call under a ticket reserved under tenant
 -- n, another tenant than the call's.
 local function wrongTenant(n) return {-1, string.sub(n, 2)} end
@@ -525,7 +635,21 @@ if op == 'reserve' then
   if other then return wrongTenant(other) end
   local p = pause()
   if t then
-    local mat = tonumber(t.m)
+    local mat, ax = tonumber(t.m), t.a
+    local inLine = t.s == 'q' and t.g ~= '' and t.g ~= '-'
+    if inLine then
+      -- A ticket in line matures when its place does, and never before
+      -- the maturity it was first told.
+      local w, a = lineWaits(redis.call('ZRANGE', N, 0, -1, 'WITHSCORES'), tonumber(t.g), tonumber(t.q),
+        {tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)}, low)
+      if now + w > mat then
+        mat, ax = now + w, a
+        -- Its place lapses as long after its new maturity as after its
+        -- first.
+        local life = place and grantTTL or queueTTL
+        if mat + life > tonumber(t.x) then saveTicket(t, ticketID, mat + life) end
+      end
+    end
     if t.s == 'g' then
       if p then
         -- Granted before the pause and never settled: the call waits the
@@ -543,9 +667,20 @@ if op == 'reserve' then
       if p and p.pu > mat then
         return reply(2, p.pu - now, 4, 0, p.pr, nil, t)
       end
-      return reply(2, mat - now, 1, t.a, nil, nil, t)
+      return reply(2, mat - now, 1, ax, nil, nil, t)
     end
     if p then return reply(2, p.pu - now, 4, 0, p.pr, nil, t) end
+    if inLine then
+      -- Served: out of the line, its tag the line's virtual time.
+      local v = tonumber(root.st['fv'] or '') or 0
+      if tonumber(t.g) > v then
+        root.st['fv'] = t.g
+        redis.call('HSET', S, 'fv', t.g)
+      end
+      unline(member(t, ticketID))
+      t.g = '-'
+      saveTicket(t, ticketID, tonumber(t.x), t.x)
+    end
     if place then return reply(2, 0, 0, 0, nil, nil, t) end
     return lease(t, ticketID, false, grantTTL, queueTTL, low)
   end
@@ -572,26 +707,39 @@ if op == 'reserve' then
   end
   if spent then return reply(3, refusal, 2, spent) end
 
-  local wait, waxis = 0, '0'
-  for _, b in ipairs(budgets) do
-    for k = 1, b.n do
-      local a = b.axes[k]
-      if a.kind == BUCKET then
-        local need = cost[a.ci]
-        if low then need = need + a.cap * b.prio end
-        a.lv = level(a)
-        local deficit = need - a.lv
-        local w = 0
-        if deficit > EPSILON then w = deficit * a.period / a.cap end
-        if w > wait then wait, waxis = w, a.id end
-      end
-    end
+  -- The call's tag: its cost's dominant share of the root's buckets over
+  -- its tenant's weight, past the line's virtual time and its tenant's
+  -- latest tag.
+  local all = redis.call('ZRANGE', N, 0, -1, 'WITHSCORES')
+  local v, seq = tonumber(root.st['fv'] or '') or 0, (tonumber(root.st['fq'] or '') or 0) + 1
+  local share = 0
+  for k = 1, root.n do
+    local a = root.axes[k]
+    if a.kind == BUCKET and cost[a.ci] / a.cap > share then share = cost[a.ci] / a.cap end
   end
+  local base = v
+  if #all > 0 then
+    local f = finish(v)
+    if f and f > base then base = f end
+  end
+  local tag = base + share / tonumber(ARGV[4])
+  local wait, waxis = lineWaits(all, tag, seq, cost, low)
   if wait > 0 and wait > tonumber(ARGV[5]) then return reply(3, wait, 1, waxis) end
 
   for _, b in ipairs(budgets) do adjust(b, cost) end
   t = {s = 'q', m = wait == 0 and nowS or fmt(now + wait), a = waxis,
-    c1 = ARGV[i + 2], c2 = fmt(ct), c3 = fmt(cin), c4 = ARGV[i + 5], w = nowS, n = tenant}
+    c1 = ARGV[i + 2], c2 = fmt(ct), c3 = fmt(cin), c4 = ARGV[i + 5], w = nowS, n = tenant, g = '-', q = '-'}
+  if wait > 0 then
+    -- In line, as its tenant's latest.
+    t.g, t.q = fmt(tag), fmt(seq)
+    redis.call('HSET', S, 'fq', t.q)
+    setFinish(tag)
+    redis.call('ZADD', N, t.g, member(t, ticketID))
+  elseif #all > 0 then
+    -- Served at once, past a line: its tag is the line's virtual time.
+    if tag > v then redis.call('HSET', S, 'fv', fmt(tag)) end
+    setFinish(tag)
+  end
   -- A place waits for its call grantTTL once mature; other queued
   -- tickets, the policy's lease TTL.
   local life = place and grantTTL or queueTTL
@@ -661,6 +809,7 @@ elseif op == 'cancel' then
     if b.conc then redis.call('ZREM', b.L, ARGV[i]) end
     redis.call('ZREM', b.Q, m)
   end
+  unline(m)
   redis.call('DEL', T)
   return 1
 

@@ -88,6 +88,8 @@ func TestKeyLayout(t *testing.T) {
 		"tollgate:{openai/default/gpt-4o}",
 		"tollgate:{openai/default/gpt-4o}:leases",
 		"tollgate:{openai/default/gpt-4o}:queue",
+		"tollgate:{openai/default/gpt-4o}:line",   // wf/run/3 waits for capacity, in fair-share order
+		"tollgate:{openai/default/gpt-4o}:finish", // its tenant's latest tag
 		"tollgate:{openai/default/gpt-4o}:t:wf/run/1",
 		"tollgate:{openai/default/gpt-4o}:t:wf/run/2", // a nested tenant's tickets are its account's
 		"tollgate:{openai/default/gpt-4o}:t:wf/run/3",
@@ -325,9 +327,10 @@ func TestTicketWithoutChargeTime(t *testing.T) {
 	raw, err := rdb.Get(ctx, key).Result()
 	require.NoError(t, err)
 	fields := strings.Fields(raw)
-	require.Len(t, fields, 10, "s m x a c1 c2 c3 c4 w n: %q", raw)
+	require.Len(t, fields, 12, "s m x a c1 c2 c3 c4 w n g q: %q", raw)
 	require.Equal(t, strconv.FormatInt(clock.Now().UnixMicro(), 10), fields[8], "w is the charge time")
 	require.Equal(t, ".", fields[9], "n is the tenant: none")
+	require.Equal(t, []string{"-", "-"}, fields[10:], "granted at once: never in line")
 	require.NoError(t, rdb.SetArgs(ctx, key, strings.Join(fields[:8], " "), goredis.SetArgs{KeepTTL: true}).Err())
 
 	require.NoError(t, s.Settle(ctx, quota.Settlement{Key: gpt4o, Ticket: "t", Actual: quota.Cost{Tokens: 400}}))
@@ -335,4 +338,55 @@ func TestTicketWithoutChargeTime(t *testing.T) {
 	require.NoError(t, err)
 	require.InDelta(t, 5600, snap.Axes[0].Available, 1e-9)
 	require.InDelta(t, 9600, snap.Axes[1].Available, 1e-9)
+}
+
+// TestQueuedTicketWithoutPlace: a ticket queued before tickets had places in
+// line (its record and queue member in the earlier forms) waits out its
+// maturity outside the line, and is refunded when it lapses unclaimed.
+func TestQueuedTicketWithoutPlace(t *testing.T) {
+	rdb := redistest.Start(t)
+	ctx := context.Background()
+	clock := quotatest.NewClock(time.Date(2025, 1, 15, 18, 0, 0, 0, time.UTC))
+	s, err := redis.New(rdb, policies(t, quota.Policy{
+		Limits: []quota.Limit{quota.Per(quota.Requests, 10, 10*time.Second)}, LeaseTTL: time.Second,
+	}), redis.Options{Clock: clock})
+	require.NoError(t, err)
+	reserve := func(ticket string, n int64) quota.Decision {
+		t.Helper()
+		d, err := s.Reserve(ctx, quota.Reservation{Key: gpt4o, Ticket: ticket, Cost: quota.Cost{Requests: n}})
+		require.NoError(t, err)
+		return d
+	}
+	level := func() float64 {
+		t.Helper()
+		snap, err := s.Snapshot(ctx, gpt4o)
+		require.NoError(t, err)
+		return snap.Axes[0].Available
+	}
+	require.Equal(t, quota.Granted, reserve("a", 10).Outcome)
+	require.Equal(t, time.Second, reserve("b", 1).Wait)
+
+	const (
+		tag    = "tollgate:{openai/default/gpt-4o}"
+		record = tag + ":t:b"
+	)
+	raw, err := rdb.Get(ctx, record).Result()
+	require.NoError(t, err)
+	fields := strings.Fields(raw)
+	require.Len(t, fields, 12, "s m x a c1 c2 c3 c4 w n g q: %q", raw)
+	member := "#" + fields[11] + " 1 0 0 0 " + fields[8] + " . b"
+	expiry, err := rdb.ZScore(ctx, tag+":queue", member).Result()
+	require.NoError(t, err, "the queue holds %q", member)
+	require.NoError(t, rdb.ZRem(ctx, tag+":queue", member).Err())
+	require.NoError(t, rdb.ZRem(ctx, tag+":line", member).Err())
+	require.NoError(t, rdb.ZAdd(ctx, tag+":queue", goredis.Z{Score: expiry, Member: "1 0 0 0 " + fields[8] + " b"}).Err())
+	require.NoError(t, rdb.SetArgs(ctx, record, strings.Join(fields[:9], " "), goredis.SetArgs{KeepTTL: true}).Err())
+
+	clock.Advance(500 * time.Millisecond)
+	require.Equal(t, 500*time.Millisecond, reserve("b", 1).Wait, "its maturity, as recorded")
+	clock.Advance(1500 * time.Millisecond) // 2s: a second past its maturity, lapsed unclaimed
+	require.InDelta(t, 2, level(), 1e-9, "2s of refill, and its charge refunded")
+	n, err := rdb.ZCard(ctx, tag+":queue").Result()
+	require.NoError(t, err)
+	require.Zero(t, n)
 }
