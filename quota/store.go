@@ -370,6 +370,21 @@ type Snapshot struct {
 	// InputTokens and Tokens axes. A tenant nested in its account's budget
 	// reports the account's, which its calls are charged at.
 	EstimateRatio float64
+	// Line is what waits in the line for capacity, per tenant, sorted by
+	// Tenant: for an account's budget, every tenant's tickets (the
+	// untenanted ones under ""); for a tenant's own budget nested in its
+	// account's, that tenant's alone. Empty when nothing waits.
+	Line []TenantLine
+}
+
+// TenantLine is one tenant's share of a line in a Snapshot.
+type TenantLine struct {
+	// Tenant is the tenant's name, "" for untenanted calls.
+	Tenant string
+	// Tickets is how many of its tickets wait for capacity.
+	Tickets int
+	// Cost is what they were charged, together.
+	Cost Cost
 }
 
 // AxisLevel is one axis's state in a Snapshot.

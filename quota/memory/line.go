@@ -217,3 +217,28 @@ func (tr *tree) unline(slot int32) {
 		l.v, l.f, l.seq = 0, nil, 0
 	}
 }
+
+// tenants reports what waits in line per tenant, sorted by tenant; only
+// tenant's tickets unless all.
+func (tr *tree) tenants(tenant string, all bool) []quota.TenantLine {
+	var out []quota.TenantLine
+	for _, slot := range tr.line.slots {
+		t := &tr.tickets.slab[slot]
+		if !all && t.tenant != tenant {
+			continue
+		}
+		i := sort.Search(len(out), func(i int) bool { return out[i].Tenant >= t.tenant })
+		if i == len(out) || out[i].Tenant != t.tenant {
+			out = append(out, quota.TenantLine{})
+			copy(out[i+1:], out[i:])
+			out[i] = quota.TenantLine{Tenant: t.tenant}
+		}
+		l := &out[i]
+		l.Tickets++
+		l.Cost.Requests += t.charged.Requests
+		l.Cost.Tokens += t.charged.Tokens
+		l.Cost.InputTokens += t.charged.InputTokens
+		l.Cost.OutputTokens += t.charged.OutputTokens
+	}
+	return out
+}

@@ -224,5 +224,6 @@ func (s *Store) Snapshot(_ context.Context, key quota.Key) (quota.Snapshot, erro
 	tr.sweep(now)
 	snap := sc.target().snapshot(now)
 	snap.EstimateRatio = sc.root.estimateRatio(now)
+	snap.Line = tr.tenants(sc.tenant, sc.own == nil)
 	return snap, nil
 }

@@ -91,6 +91,9 @@ func testNestedBudgets(t *testing.T, s suite) {
 	}
 	q.expect(queued(6*time.Second, rq), "u5", reqs(1))
 	q.level(rq, -1)
+	require.Equal(t, []quota.TenantLine{{Tenant: "", Tickets: 1, Cost: reqs(1)}, {Tenant: "a", Tickets: 1, Cost: reqs(1)}},
+		q.snapshot().Line, "the account's line, per tenant")
+	require.Equal(t, []quota.TenantLine{{Tenant: "a", Tickets: 1, Cost: reqs(1)}}, a.snapshot().Line, "a's own")
 	// a7 waits 24s for its own budget, past its MaxWait of 20s: refused,
 	// charging neither budget.
 	a.expect(refused(24*time.Second, quota.Capacity, rq), "a7", reqs(1))
@@ -406,6 +409,8 @@ func testFairShare(t *testing.T, s suite) {
 			"b%d goes after a's next %d, not after all nine", i, i+1)
 	}
 	e.level(rq, -12)
+	require.Equal(t, []quota.TenantLine{{Tenant: "a", Tickets: 9, Cost: reqs(9)}, {Tenant: "b", Tickets: 3, Cost: reqs(3)}},
+		e.snapshot().Line)
 
 	// a2 was told 2s; b0 took that place, and a2 learns so when it asks.
 	e.on("a").expect(queued(3*time.Second, rq), "a2", reqs(1))
@@ -416,6 +421,7 @@ func testFairShare(t *testing.T, s suite) {
 		requireDuration(t, time.Duration(i+1)*time.Second, g.at, "%s granted", g.ticket)
 	}
 	e.level(rq, 0)
+	require.Empty(t, e.snapshot().Line)
 
 	// A place taken ahead and given back returns the places behind it to
 	// the maturities they were told first, never earlier.

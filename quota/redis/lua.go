@@ -498,15 +498,13 @@ local function sums(all, tag, seq)
       local score = tonumber(all[j + 1])
       q = tonumber(q)
       local ahead = score < tag or (score == tag and q < seq)
-      local mine = n == tenant
-      local c = {tonumber(c1), tonumber(c2), tonumber(c3), tonumber(c4)}
-      for k = 1, 4 do
-        tot[k] = tot[k] + c[k]
-        if ahead then ahd[k] = ahd[k] + c[k] end
-        if mine then
-          otot[k] = otot[k] + c[k]
-          if ahead then oahd[k] = oahd[k] + c[k] end
-        end
+      local mine = own and n == tenant
+      c1, c2, c3, c4 = tonumber(c1), tonumber(c2), tonumber(c3), tonumber(c4)
+      tot[1], tot[2], tot[3], tot[4] = tot[1] + c1, tot[2] + c2, tot[3] + c3, tot[4] + c4
+      if ahead then ahd[1], ahd[2], ahd[3], ahd[4] = ahd[1] + c1, ahd[2] + c2, ahd[3] + c3, ahd[4] + c4 end
+      if mine then
+        otot[1], otot[2], otot[3], otot[4] = otot[1] + c1, otot[2] + c2, otot[3] + c3, otot[4] + c4
+        if ahead then oahd[1], oahd[2], oahd[3], oahd[4] = oahd[1] + c1, oahd[2] + c2, oahd[3] + c3, oahd[4] + c4 end
       end
     end
   end
@@ -848,7 +846,9 @@ elseif op == 'snapshot' then
   -- ARGV: the root's calibration's min and max ratio and half-life µs (0 0
   -- 0: off). Reply: {now, the target's paused until or '', its pause
   -- reason, the root's estimate ratio, then per limit of the target: axis,
-  -- capacity, available, reset µs or ''}.
+  -- capacity, available, reset µs or '', then per tenant with tickets in
+  -- line (the call's tenant alone for a nested tenant's budget), by name:
+  -- its name, its tickets, their cost (4 parts)}.
   local out = {nowS, '', '', '1'}
   if ARGV[i + 2] ~= '0' then out[4] = fmt(ratioAt(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]))) end
   if target.paused then out[2], out[3] = fmt(target.pu), target.pr or '' end
@@ -866,6 +866,25 @@ elseif op == 'snapshot' then
     out[#out + 1] = fmt(a.cap)
     out[#out + 1] = fmt(avail)
     out[#out + 1] = reset
+  end
+  local by, names = {}, {}
+  for _, m in ipairs(redis.call('ZRANGE', N, 0, -1)) do
+    local c1, c2, c3, c4, n = string.match(m, '^#%S+ (%S+) (%S+) (%S+) (%S+) %S+ (%S+) ')
+    if c1 and (not own or n == tenant) then
+      local g = by[n]
+      if not g then
+        g = {0, 0, 0, 0, 0}
+        by[n] = g
+        names[#names + 1] = n
+      end
+      g[1], g[2], g[3], g[4], g[5] = g[1] + 1, g[2] + tonumber(c1), g[3] + tonumber(c2), g[4] + tonumber(c3), g[5] + tonumber(c4)
+    end
+  end
+  table.sort(names)
+  for _, n in ipairs(names) do
+    local g = by[n]
+    out[#out + 1] = string.sub(n, 2)
+    for k = 1, 5 do out[#out + 1] = fmt(g[k]) end
   end
   return out
 end

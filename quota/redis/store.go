@@ -306,7 +306,7 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 	if err != nil {
 		return quota.Snapshot{}, s.fail("snapshot", ks.key, err)
 	}
-	if len(res) != 4+4*len(ks.limited) {
+	if len(res) < 4+4*len(ks.limited) || (len(res)-4-4*len(ks.limited))%6 != 0 {
 		return quota.Snapshot{}, fmt.Errorf("redis: snapshot %s: unexpected script reply %v", ks.key, res)
 	}
 	at := s.timeFrom(toFloat(res, 0), local)
@@ -328,6 +328,10 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 			l.ResetAt = at(toFloat(res, j+3))
 		}
 		snap.Axes[i] = l
+	}
+	for j := 4 + 4*len(ks.limited); j < len(res); j += 6 {
+		snap.Line = append(snap.Line, quota.TenantLine{Tenant: toString(res, j), Tickets: int(toInt(res, j+1)),
+			Cost: quota.Cost{Requests: toInt(res, j+2), Tokens: toInt(res, j+3), InputTokens: toInt(res, j+4), OutputTokens: toInt(res, j+5)}})
 	}
 	return snap, nil
 }
