@@ -34,14 +34,15 @@ type keyState struct {
 	nested     bool
 	// state, leases and queue are the root's hash, lease zset and zset of
 	// queued tickets, by expiry; line its zset of tickets waiting in line,
-	// by tag, and finish its hash of tenants' latest tags; ticket prefixes
-	// its ticket records.
-	state  string
-	leases string
-	queue  string
-	line   string
-	finish string
-	ticket string
+	// by tag, finish its hash of tenants' latest tags and waiting its hash
+	// of what each tenant has in line; ticket prefixes its ticket records.
+	state   string
+	leases  string
+	queue   string
+	line    string
+	finish  string
+	waiting string
+	ticket  string
 	// own holds, for a nested tenant, its own hash, lease zset and queue.
 	own [3]string
 	// static is ARGV[5:] up to the daily midnights (see lua.go).
@@ -92,7 +93,7 @@ func newKeyState(prefix string, k quota.Key, p quota.Policy, ap quota.Policy, ne
 	rk, sep := budgetKey(prefix, root)
 	ks := &keyState{key: k, policy: p, root: root, rootPolicy: rp, nested: nested,
 		state: rk, leases: rk + sep + "leases", queue: rk + sep + "queue", line: rk + sep + "line",
-		finish: rk + sep + "finish", ticket: rk + sep + "t" + sep}
+		finish: rk + sep + "finish", waiting: rk + sep + "waiting", ticket: rk + sep + "t" + sep}
 	maxWait, leaseTTL, levels := rp.MaxWait, rp.LeaseTTL, "1"
 	if nested {
 		own, sep := budgetKey(prefix, k)
@@ -161,9 +162,9 @@ func (ks *keyState) keys(ticket string) []string {
 		t = ks.ticket + ticket
 	}
 	if ks.nested {
-		return []string{ks.state, ks.leases, t, ks.queue, ks.line, ks.finish, ks.own[0], ks.own[1], ks.own[2]}
+		return []string{ks.state, ks.leases, t, ks.queue, ks.line, ks.finish, ks.waiting, ks.own[0], ks.own[1], ks.own[2]}
 	}
-	return []string{ks.state, ks.leases, t, ks.queue, ks.line, ks.finish}
+	return []string{ks.state, ks.leases, t, ks.queue, ks.line, ks.finish, ks.waiting}
 }
 
 // ttl is the script's argument for a grant asked to live ttl: µs, at most

@@ -13,8 +13,11 @@
 // by expiry), …:queue the tickets queued and not yet granted (a sorted set
 // scored by expiry, so a place that lapses unclaimed is refunded), …:line
 // the tickets waiting for capacity in weighted fair-share order (scored by
-// their tags), …:finish each tenant's latest tag while the line is busy, and
-// …:t:<ticket> each ticket's record. A tenant's own budget sits beside its
+// their tags), …:finish each tenant's latest tag while the line is busy,
+// …:waiting what each tenant has in line, and …:t:<ticket> each ticket's
+// record. A call that waits in line reads the tickets on the shorter side
+// of its place (none for one at the front, where a ticket is when it
+// matures, or at the back, where a burst queues): O(log queued + that). A tenant's own budget sits beside its
 // account's, under the same tag: tollgate:{openai/default/gpt-4o}/vip, with
 // …/vip/leases and …/vip/queue; its tickets are its account's (one
 // namespace per account), so one script run reads and charges both budgets.

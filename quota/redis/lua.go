@@ -23,10 +23,11 @@ import goredis "github.com/redis/go-redis/v9"
 // reads "c1 c2 c3 c4 w id"); [5] its line: the members of the tickets
 // waiting for capacity, scored by their fair-share tags (see the memory
 // store's line.go); [6] its finish hash: each tenant's latest tag, by "."
-// and the tenant's name, expiring when the line goes idle; then, for a
-// tenant's budget nested in the root, [7] its state hash, [8] its lease
-// zset and [9] its queue zset, holding the same members for the tenant's
-// tickets.
+// and the tenant's name, expiring when the line goes idle; [7] its waiting
+// hash: each tenant's tickets in line and their cost, "count c1 c2 c3 c4",
+// by the same names; then, for a tenant's budget nested in the root, [8]
+// its state hash, [9] its lease zset and [10] its queue zset, holding the
+// same members for the tenant's tickets.
 //
 // ARGV, built by args.go:
 //
@@ -48,8 +49,8 @@ import goredis "github.com/redis/go-redis/v9"
 // it was adopted under; pu/pr pause end and reason; er/et the learned
 // estimate ratio and the time it was learned at, e1/e2 its last two samples
 // (quota.Ratio), kept by the root; fv/fq the line's virtual time (the tag
-// of the ticket served last) and arrival counter, kept by the root while
-// its line is not empty. An adopted capacity
+// of the ticket served last) and arrival counter, and q1..q4 the cost in
+// line per part, kept by the root while its line is not empty. An adopted capacity
 // counts only for a policy that adopts and is configured as o<a> says, so a
 // changed configuration wins over what an earlier one adopted. The state
 // hash and lease zset have no TTL: there is one of each per key with a
@@ -79,7 +80,7 @@ import goredis "github.com/redis/go-redis/v9"
 // returns only integers below 2^53 as numbers. Parsing (strtod) and
 // formatting are most of the script's own cost, so it does each once.
 var script = goredis.NewScript(`
-local S, L, T, Q, N, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local S, L, T, Q, N, F, W = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local op = ARGV[1]
 local BUCKET, DAILY, LEASES = '1', '2', '3'
 local LEASE_RETRY = 1000000 -- quota.DefaultLeaseRetry
@@ -159,7 +160,7 @@ end
 local i = 8
 local root, own
 root, i = budget(S, L, Q, i)
-if ARGV[7] == '2' then own, i = budget(KEYS[7], KEYS[8], KEYS[9], i) end
+if ARGV[7] == '2' then own, i = budget(KEYS[8], KEYS[9], KEYS[10], i) end
 -- budgets lists the call's budgets, the tenant's first; target is the one
 -- its key names (Pause, Observe, Snapshot).
 local budgets = {root}
@@ -351,14 +352,54 @@ local function member(t, id)
   return '#' .. t.q .. ' ' .. t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. ' ' .. t.w .. ' ' .. t.n .. ' ' .. id
 end
 
--- unline takes member m out of the line, if it is in it; the line that
--- empties starts afresh (its virtual time, counter and tags).
-local function unline(m)
-  if redis.call('ZREM', N, m) == 1 and redis.call('ZCARD', N) == 0 then
-    redis.call('DEL', F)
-    redis.call('HDEL', S, 'fv', 'fq')
-    root.st['fv'], root.st['fq'] = nil, nil
+-- parts reads "count c1 c2 c3 c4" (nil: none) into a table of numbers.
+local function parts(raw)
+  local c, c1, c2, c3, c4 = string.match(raw or '', '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
+  if not c then return {0, 0, 0, 0, 0} end
+  return {tonumber(c), tonumber(c1), tonumber(c2), tonumber(c3), tonumber(c4)}
+end
+
+-- inLine returns the cost in the root's line per part, all tenants'.
+local function inLine()
+  local st = root.st
+  return {tonumber(st['q1'] or '') or 0, tonumber(st['q2'] or '') or 0, tonumber(st['q3'] or '') or 0,
+    tonumber(st['q4'] or '') or 0}
+end
+
+-- count adds sign × the cost of member m, of tenant n, to the line's
+-- totals: the root's q1..q4 and the tenant's entry in W.
+local function count(n, c, sign)
+  local st = root.st
+  local hs = {}
+  for k = 1, 4 do
+    st['q' .. k] = fmt((tonumber(st['q' .. k] or '') or 0) + sign * c[k])
+    hs[#hs + 1] = 'q' .. k
+    hs[#hs + 1] = st['q' .. k]
   end
+  redis.call('HSET', S, unpack(hs))
+  local w = parts(redis.call('HGET', W, n))
+  w[1] = w[1] + sign
+  if w[1] <= 0 then
+    redis.call('HDEL', W, n)
+  else
+    redis.call('HSET', W, n, fmt(w[1]) .. ' ' .. fmt(w[2] + sign * c[1]) .. ' ' .. fmt(w[3] + sign * c[2]) .. ' ' ..
+      fmt(w[4] + sign * c[3]) .. ' ' .. fmt(w[5] + sign * c[4]))
+  end
+end
+
+-- unline takes member m out of the line, if it is in it; the line that
+-- empties starts afresh (its virtual time, counter, totals and tags).
+local function unline(m)
+  if redis.call('ZREM', N, m) == 0 then return end
+  if redis.call('ZCARD', N) == 0 then
+    redis.call('DEL', F, W)
+    redis.call('HDEL', S, 'fv', 'fq', 'q1', 'q2', 'q3', 'q4')
+    local st = root.st
+    st['fv'], st['fq'], st['q1'], st['q2'], st['q3'], st['q4'] = nil, nil, nil, nil, nil, nil
+    return
+  end
+  local c1, c2, c3, c4, n = string.match(m, '^#%S+ (%S+) (%S+) (%S+) (%S+) %S+ (%S+) ')
+  count(n, {tonumber(c1), tonumber(c2), tonumber(c3), tonumber(c4)}, -1)
 end
 
 -- sweep refunds to budget b up to SWEEP of its queued tickets that lapsed
@@ -487,28 +528,47 @@ end
 
 -- The line, in weighted fair share (see the memory store's line.go).
 
--- sums returns the cost in the line all (ZRANGE … WITHSCORES): in total
--- and ahead of (tag, seq), of every tenant and of the call's tenant, each
--- per cost part. It reads every ticket in line: O(queued) per call.
-local function sums(all, tag, seq)
-  local tot, ahd, otot, oahd = {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}
-  for j = 1, #all, 2 do
-    local q, c1, c2, c3, c4, n = string.match(all[j], '^#(%S+) (%S+) (%S+) (%S+) (%S+) %S+ (%S+) ')
+-- sums returns the cost in the root's line: in total and ahead of (tag,
+-- seq), of every tenant and of the call's tenant (when its budget is
+-- nested), each per part. The totals are kept as tickets enter and leave;
+-- the cost ahead is read off the shorter side of the place, so a call
+-- reads the tickets ahead of its place or those behind it, whichever are
+-- fewer: O(log queued + that) per call.
+local function sums(tag, seq)
+  local tot, otot = inLine(), {0, 0, 0, 0}
+  if own then
+    local w = parts(redis.call('HGET', W, tenant))
+    otot = {w[2], w[3], w[4], w[5]}
+  end
+  local n = redis.call('ZCARD', N)
+  if n == 0 then return tot, {0, 0, 0, 0}, otot, {0, 0, 0, 0} end
+  local tagS = fmt(tag)
+  local front = redis.call('ZCOUNT', N, '-inf', tagS)
+  front = front <= n - front
+  local side
+  if front then
+    side = redis.call('ZRANGEBYSCORE', N, '-inf', tagS, 'WITHSCORES')
+  else
+    side = redis.call('ZRANGEBYSCORE', N, tagS, '+inf', 'WITHSCORES')
+  end
+  local sum, osum = {0, 0, 0, 0}, {0, 0, 0, 0}
+  for j = 1, #side, 2 do
+    local q, c1, c2, c3, c4, tn = string.match(side[j], '^#(%S+) (%S+) (%S+) (%S+) (%S+) %S+ (%S+) ')
     if q then
-      local score = tonumber(all[j + 1])
+      local score = tonumber(side[j + 1])
       q = tonumber(q)
-      local ahead = score < tag or (score == tag and q < seq)
-      local mine = own and n == tenant
-      c1, c2, c3, c4 = tonumber(c1), tonumber(c2), tonumber(c3), tonumber(c4)
-      tot[1], tot[2], tot[3], tot[4] = tot[1] + c1, tot[2] + c2, tot[3] + c3, tot[4] + c4
-      if ahead then ahd[1], ahd[2], ahd[3], ahd[4] = ahd[1] + c1, ahd[2] + c2, ahd[3] + c3, ahd[4] + c4 end
-      if mine then
-        otot[1], otot[2], otot[3], otot[4] = otot[1] + c1, otot[2] + c2, otot[3] + c3, otot[4] + c4
-        if ahead then oahd[1], oahd[2], oahd[3], oahd[4] = oahd[1] + c1, oahd[2] + c2, oahd[3] + c3, oahd[4] + c4 end
+      if (score < tag or (score == tag and q < seq)) == front then
+        c1, c2, c3, c4 = tonumber(c1), tonumber(c2), tonumber(c3), tonumber(c4)
+        sum[1], sum[2], sum[3], sum[4] = sum[1] + c1, sum[2] + c2, sum[3] + c3, sum[4] + c4
+        if own and tn == tenant then
+          osum[1], osum[2], osum[3], osum[4] = osum[1] + c1, osum[2] + c2, osum[3] + c3, osum[4] + c4
+        end
       end
     end
   end
-  return tot, ahd, otot, oahd
+  if front then return tot, sum, otot, osum end
+  return tot, {tot[1] - sum[1], tot[2] - sum[2], tot[3] - sum[3], tot[4] - sum[4]},
+    otot, {otot[1] - osum[1], otot[2] - osum[2], otot[3] - osum[3], otot[4] - osum[4]}
 end
 
 -- lineWait returns how long until every bucket of budget b covers cost
@@ -534,9 +594,9 @@ local function lineWait(b, cost, low, ahead, total)
 end
 
 -- lineWaits returns the wait of a call costing cost placed at (tag, seq)
--- in the line all, over its budgets (the tenant's first among equals).
-local function lineWaits(all, tag, seq, cost, low)
-  local tot, ahd, otot, oahd = sums(all, tag, seq)
+-- in the line, over its budgets (the tenant's first among equals).
+local function lineWaits(tag, seq, cost, low)
+  local tot, ahd, otot, oahd = sums(tag, seq)
   local wait, waxis = 0, '0'
   if own then wait, waxis = lineWait(own, cost, low, oahd, otot) end
   local w, a = lineWait(root, cost, low, ahd, tot)
@@ -638,7 +698,7 @@ if op == 'reserve' then
     if inLine then
       -- A ticket in line matures when its place does, and never before
       -- the maturity it was first told.
-      local w, a = lineWaits(redis.call('ZRANGE', N, 0, -1, 'WITHSCORES'), tonumber(t.g), tonumber(t.q),
+      local w, a = lineWaits(tonumber(t.g), tonumber(t.q),
         {tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)}, low)
       if now + w > mat then
         mat, ax = now + w, a
@@ -708,7 +768,7 @@ if op == 'reserve' then
   -- The call's tag: its cost's dominant share of the root's buckets over
   -- its tenant's weight, past the line's virtual time and its tenant's
   -- latest tag.
-  local all = redis.call('ZRANGE', N, 0, -1, 'WITHSCORES')
+  local busy = redis.call('EXISTS', N) == 1
   local v, seq = tonumber(root.st['fv'] or '') or 0, (tonumber(root.st['fq'] or '') or 0) + 1
   local share = 0
   for k = 1, root.n do
@@ -716,12 +776,12 @@ if op == 'reserve' then
     if a.kind == BUCKET and cost[a.ci] / a.cap > share then share = cost[a.ci] / a.cap end
   end
   local base = v
-  if #all > 0 then
+  if busy then
     local f = finish(v)
     if f and f > base then base = f end
   end
   local tag = base + share / tonumber(ARGV[4])
-  local wait, waxis = lineWaits(all, tag, seq, cost, low)
+  local wait, waxis = lineWaits(tag, seq, cost, low)
   if wait > 0 and wait > tonumber(ARGV[5]) then return reply(3, wait, 1, waxis) end
 
   for _, b in ipairs(budgets) do adjust(b, cost) end
@@ -733,7 +793,8 @@ if op == 'reserve' then
     redis.call('HSET', S, 'fq', t.q)
     setFinish(tag)
     redis.call('ZADD', N, t.g, member(t, ticketID))
-  elseif #all > 0 then
+    count(tenant, cost, 1)
+  elseif busy then
     -- Served at once, past a line: its tag is the line's virtual time.
     if tag > v then redis.call('HSET', S, 'fv', fmt(tag)) end
     setFinish(tag)
@@ -848,7 +909,7 @@ elseif op == 'snapshot' then
   -- reason, the root's estimate ratio, then per limit of the target: axis,
   -- capacity, available, reset µs or '', then per tenant with tickets in
   -- line (the call's tenant alone for a nested tenant's budget), by name:
-  -- its name, its tickets, their cost (4 parts)}.
+  -- its name, its tickets, their cost (4 parts)}: O(tenants in line).
   local out = {nowS, '', '', '1'}
   if ARGV[i + 2] ~= '0' then out[4] = fmt(ratioAt(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]))) end
   if target.paused then out[2], out[3] = fmt(target.pu), target.pr or '' end
@@ -868,16 +929,13 @@ elseif op == 'snapshot' then
     out[#out + 1] = reset
   end
   local by, names = {}, {}
-  for _, m in ipairs(redis.call('ZRANGE', N, 0, -1)) do
-    local c1, c2, c3, c4, n = string.match(m, '^#%S+ (%S+) (%S+) (%S+) (%S+) %S+ (%S+) ')
-    if c1 and (not own or n == tenant) then
-      local g = by[n]
-      if not g then
-        g = {0, 0, 0, 0, 0}
-        by[n] = g
-        names[#names + 1] = n
-      end
-      g[1], g[2], g[3], g[4], g[5] = g[1] + 1, g[2] + tonumber(c1), g[3] + tonumber(c2), g[4] + tonumber(c3), g[5] + tonumber(c4)
+  if own then
+    local w = redis.call('HGET', W, tenant)
+    if w then by[tenant], names[1] = parts(w), tenant end
+  else
+    local raw = redis.call('HGETALL', W)
+    for j = 1, #raw, 2 do
+      by[raw[j]], names[#names + 1] = parts(raw[j + 1]), raw[j]
     end
   end
   table.sort(names)

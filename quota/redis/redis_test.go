@@ -88,8 +88,9 @@ func TestKeyLayout(t *testing.T) {
 		"tollgate:{openai/default/gpt-4o}",
 		"tollgate:{openai/default/gpt-4o}:leases",
 		"tollgate:{openai/default/gpt-4o}:queue",
-		"tollgate:{openai/default/gpt-4o}:line",   // wf/run/3 waits for capacity, in fair-share order
-		"tollgate:{openai/default/gpt-4o}:finish", // its tenant's latest tag
+		"tollgate:{openai/default/gpt-4o}:line",    // wf/run/3 waits for capacity, in fair-share order
+		"tollgate:{openai/default/gpt-4o}:finish",  // its tenant's latest tag
+		"tollgate:{openai/default/gpt-4o}:waiting", // and what its tenant has in line
 		"tollgate:{openai/default/gpt-4o}:t:wf/run/1",
 		"tollgate:{openai/default/gpt-4o}:t:wf/run/2", // a nested tenant's tickets are its account's
 		"tollgate:{openai/default/gpt-4o}:t:wf/run/3",
