@@ -594,9 +594,12 @@ local function lineWait(b, cost, low, ahead, total)
 end
 
 -- lineWaits returns the wait of a call costing cost placed at (tag, seq)
--- in the line, over its budgets (the tenant's first among equals).
-local function lineWaits(tag, seq, cost, low)
-  local tot, ahd, otot, oahd = sums(tag, seq)
+-- in the line (busy: not empty), over its budgets (the tenant's first
+-- among equals).
+local NONE = {0, 0, 0, 0}
+local function lineWaits(busy, tag, seq, cost, low)
+  local tot, ahd, otot, oahd = NONE, NONE, NONE, NONE
+  if busy then tot, ahd, otot, oahd = sums(tag, seq) end
   local wait, waxis = 0, '0'
   if own then wait, waxis = lineWait(own, cost, low, oahd, otot) end
   local w, a = lineWait(root, cost, low, ahd, tot)
@@ -698,7 +701,7 @@ if op == 'reserve' then
     if inLine then
       -- A ticket in line matures when its place does, and never before
       -- the maturity it was first told.
-      local w, a = lineWaits(tonumber(t.g), tonumber(t.q),
+      local w, a = lineWaits(true, tonumber(t.g), tonumber(t.q),
         {tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)}, low)
       if now + w > mat then
         mat, ax = now + w, a
@@ -768,7 +771,7 @@ if op == 'reserve' then
   -- The call's tag: its cost's dominant share of the root's buckets over
   -- its tenant's weight, past the line's virtual time and its tenant's
   -- latest tag.
-  local busy = redis.call('EXISTS', N) == 1
+  local busy = root.st['fq'] ~= nil -- the line's counter lives while it holds a ticket
   local v, seq = tonumber(root.st['fv'] or '') or 0, (tonumber(root.st['fq'] or '') or 0) + 1
   local share = 0
   for k = 1, root.n do
@@ -781,7 +784,7 @@ if op == 'reserve' then
     if f and f > base then base = f end
   end
   local tag = base + share / tonumber(ARGV[4])
-  local wait, waxis = lineWaits(tag, seq, cost, low)
+  local wait, waxis = lineWaits(busy, tag, seq, cost, low)
   if wait > 0 and wait > tonumber(ARGV[5]) then return reply(3, wait, 1, waxis) end
 
   for _, b in ipairs(budgets) do adjust(b, cost) end
