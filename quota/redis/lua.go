@@ -59,16 +59,16 @@ import goredis "github.com/redis/go-redis/v9"
 // A ticket is one string (GET and SET … PX are a call each, where a hash
 // would need two to write): "s m x a c1 c2 c3 c4 w n g q", with s q(ueued)
 // or g(ranted), m maturity µs (the one first told), x expiry µs, a the axis
-// of the wait, c1..c4
-// the charged cost (requests, tokens, input, output tokens), w the time
-// it was charged at in µs, which names the day of every daily window
-// charged: Settle and Cancel correct a window only while that day lasts,
-// n "." followed by the tenant it was reserved under: the tickets of an
-// account and its tenants share the root's namespace, and a call under
-// another tenant is told so; g its tag while it waits in line, else "-",
-// and q its place in the order of arrival in line ("-": never in line). A
-// ticket written before w existed lacks it and is corrected in any day; one
-// written before n, any tenant may use, and it waits outside the line.
+// of the wait, c1..c4 the charged cost (requests, tokens, input, output
+// tokens), w the time it was charged at in µs, which names the day of every
+// daily window charged: Settle and Cancel correct a window only while that
+// day lasts; n "." followed by the tenant it was reserved under: the
+// tickets of an account and its tenants share the root's namespace, and a
+// call under another tenant is told so; g its tag while it waits in line,
+// else "-", and q its place in the order of arrival in line ("-": never in
+// line). A ticket written before w existed lacks it and is corrected in any
+// day; one written before n, any tenant may use, and it waits outside the
+// line.
 // Its PX only collects garbage: x decides. A queued ticket is also a member
 // of each queue zset of its budgets until it is granted, cancelled or
 // lapses; every call first refunds, on each budget it reads, up to SWEEP
@@ -443,6 +443,7 @@ end
 -- queued ticket is their member until expiry, a granted one is not.
 local function saveTicket(t, id, expiry, x)
   x = x or fmt(expiry)
+  t.x = x
   local w = t.w ~= '' and ' ' .. t.w or ''
   local n = t.n ~= '' and ' ' .. t.n or ''
   local gq = t.q ~= '' and ' ' .. t.g .. ' ' .. t.q or ''
