@@ -11,7 +11,8 @@
 // and the budgets of the tenants nested in it form one tree with one mutex
 // and one table of tickets: every axis of every budget a call is charged to
 // is decided under that mutex, so a Reserve is all or nothing, and accounts
-// never contend with each other.
+// never contend with each other. The tickets queued for a saturated account
+// wait in one line, shared by its tenants in weighted fair share (line.go).
 //
 // The behaviour is the one quota/quotatest asserts, shared with quota/redis.
 package memory
