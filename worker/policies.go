@@ -28,18 +28,25 @@ type Budgets struct {
 	Fallbacks map[string][]string
 }
 
-// Tenants returns the tenants the budgets name, sorted and each once: the
-// tenants the metrics count under their own name
-// (interceptor.Options.Tenants).
+// Tenants returns the tenants the budgets name, sorted and each once: those
+// with a policy of their own and those an account's tenant_weights weighs.
+// They are the tenants the metrics count under their own name
+// (interceptor.Options.Tenants); every other tenant shares one label value.
 func (b Budgets) Tenants() []string {
 	var out []string
 	for _, k := range b.Policies.Keys() {
-		if k.Tenant != "" && !slices.Contains(out, k.Tenant) {
+		if k.Tenant != "" {
 			out = append(out, k.Tenant)
+			continue
+		}
+		if _, p, ok := b.Policies.Lookup(k); ok {
+			for name := range p.TenantWeights {
+				out = append(out, name)
+			}
 		}
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 // policiesFile is the YAML layout of a policies file:
@@ -48,6 +55,9 @@ func (b Budgets) Tenants() []string {
 //	  - provider: openai          # required
 //	    account: ""               # optional; empty is the default account
 //	    model: gpt-4o-mini        # required
+//	    tenant: ""                # optional: a tenant's own budget inside the account's
+//	    weight: 0                 # on a tenant's entry: its share of a saturated account; 0 means 1
+//	    tenant_weights: {}        # on an account's entry: weights of tenants without an entry
 //	    limits:                   # each optional; at least one
 //	      requests_per_minute: 500
 //	      tokens_per_minute: 200000
@@ -72,17 +82,19 @@ type policiesFile struct {
 }
 
 type policyEntry struct {
-	Provider            string           `yaml:"provider"`
-	Account             string           `yaml:"account"`
-	Model               string           `yaml:"model"`
-	Tenant              string           `yaml:"tenant"`
-	Limits              limitsEntry      `yaml:"limits"`
-	Headroom            float64          `yaml:"headroom"`
-	PriorityReserve     float64          `yaml:"priority_reserve"`
-	MaxWait             time.Duration    `yaml:"max_wait"`
-	AdoptObservedLimits bool             `yaml:"adopt_observed_limits"`
-	Calibration         calibrationEntry `yaml:"calibration"`
-	Fallbacks           []string         `yaml:"fallbacks"`
+	Provider            string             `yaml:"provider"`
+	Account             string             `yaml:"account"`
+	Model               string             `yaml:"model"`
+	Tenant              string             `yaml:"tenant"`
+	Weight              float64            `yaml:"weight"`
+	TenantWeights       map[string]float64 `yaml:"tenant_weights"`
+	Limits              limitsEntry        `yaml:"limits"`
+	Headroom            float64            `yaml:"headroom"`
+	PriorityReserve     float64            `yaml:"priority_reserve"`
+	MaxWait             time.Duration      `yaml:"max_wait"`
+	AdoptObservedLimits bool               `yaml:"adopt_observed_limits"`
+	Calibration         calibrationEntry   `yaml:"calibration"`
+	Fallbacks           []string           `yaml:"fallbacks"`
 }
 
 type calibrationEntry struct {
@@ -180,6 +192,9 @@ func ParsePolicies(data []byte) (Budgets, error) {
 			fallbacks[t.String()] = append([]string(nil), e.Fallbacks...)
 		}
 	}
+	if err := weighedOnce(f.Policies); err != nil {
+		return Budgets{}, err
+	}
 	ps, err := quota.NewPolicies(m)
 	if err != nil {
 		return Budgets{}, err
@@ -196,6 +211,34 @@ func ParsePolicies(data []byte) (Budgets, error) {
 		}
 	}
 	return Budgets{Policies: ps, Fallbacks: fallbacks}, nil
+}
+
+// weighedOnce reports a *PolicyError for a tenant_weights entry naming a
+// tenant that has an entry of its own under the same account: a tenant is
+// weighed in one place, its own entry's weight.
+func weighedOnce(entries []policyEntry) error {
+	own := make(map[quota.Key]int, len(entries))
+	for i, e := range entries {
+		if e.Tenant != "" {
+			own[quota.Key{Provider: e.Provider, Account: e.Account, Model: e.Model, Tenant: e.Tenant}] = i
+		}
+	}
+	for i, e := range entries {
+		names := make([]string, 0, len(e.TenantWeights))
+		for name := range e.TenantWeights {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			k := quota.Key{Provider: e.Provider, Account: e.Account, Model: e.Model, Tenant: name}
+			if j, ok := own[k]; ok {
+				return &PolicyError{Field: fmt.Sprintf("policies[%d].tenant_weights.%s", i, name), Value: strconv.FormatFloat(e.TenantWeights[name], 'g', -1, 64),
+					Problem: fmt.Sprintf("weighs a tenant with an entry of its own (policies[%d])", j),
+					Fix:     fmt.Sprintf("set weight on policies[%d] instead and remove %s from tenant_weights", j, name)}
+			}
+		}
+	}
+	return nil
 }
 
 func trimKeyPrefix(field string) string {
@@ -243,6 +286,15 @@ func (e policyEntry) policy(field string) (quota.Policy, error) {
 			Fix: "set at least one, e.g. requests_per_minute: 500 (the provider's published limit)"}
 	}
 	p.Headroom, p.PriorityReserve, p.MaxWait, p.AdoptObservedLimits = e.Headroom, e.PriorityReserve, e.MaxWait, e.AdoptObservedLimits
+	switch {
+	case e.Tenant == "" && e.Weight != 0:
+		return p, &PolicyError{Field: field + ".weight", Value: strconv.FormatFloat(e.Weight, 'g', -1, 64), Problem: "is set on an account's entry (no tenant)",
+			Fix: "weigh tenants on their own entries (weight) or here with tenant_weights, e.g. tenant_weights: {acme: 2}"}
+	case e.Tenant != "" && len(e.TenantWeights) > 0:
+		return p, &PolicyError{Field: field + ".tenant_weights", Value: e.Tenant, Problem: "is set on a tenant's entry",
+			Fix: "set weight on this entry for its own share, or tenant_weights on the account's entry (no tenant)"}
+	}
+	p.Weight, p.TenantWeights = e.Weight, e.TenantWeights
 	c := e.Calibration
 	p.Calibration = quota.Calibration{Off: c.Off, MinRatio: c.MinRatio, MaxRatio: c.MaxRatio, HalfLife: c.HalfLife}
 	if err := p.Validate(); err != nil {

@@ -56,6 +56,7 @@ func TestParsePoliciesReadsEveryField(t *testing.T) {
 // Each wrong field of a policies file gives its own error, by its path.
 func TestParsePoliciesRejectsEachBadField(t *testing.T) {
 	const ok = "  - provider: openai\n    model: gpt-4o\n    limits: {requests_per_minute: 10}\n"
+	const tenantOK = "  - provider: openai\n    model: gpt-4o\n    tenant: acme\n    limits: {requests_per_minute: 5}\n"
 	for _, tc := range []struct {
 		name, yaml, want string
 	}{
@@ -74,6 +75,15 @@ func TestParsePoliciesRejectsEachBadField(t *testing.T) {
 		{"calibration half-life too short", "policies:\n" + ok + "    calibration: {half_life: 1ms}\n", `policies[0].calibration.half_life "1ms" is below 1s`},
 		{"duplicate key", "policies:\n" + ok + ok, `policies[1] "openai/default/gpt-4o" is listed twice`},
 		{"bad fallback target", "policies:\n" + ok + "    fallbacks: [gpt-4o-mini]\n", `policies[0].fallbacks[0] "gpt-4o-mini" is not a target`},
+		{"weight of zero in tenant_weights", "policies:\n" + ok + "    tenant_weights: {acme: 0}\n", `policies[0].tenant_weights.acme "0" is not in [0.000001, 1000000]`},
+		{"negative weight", "policies:\n" + ok + tenantOK + "    weight: -1\n", `policies[1].weight "-1" is not in [0.000001, 1000000]`},
+		{"weight too large", "policies:\n" + ok + tenantOK + "    weight: 2e6\n", `policies[1].weight "2e+06" is not in [0.000001, 1000000]`},
+		{"weight on an account", "policies:\n" + ok + "    weight: 2\n", `policies[0].weight "2" is set on an account's entry (no tenant)`},
+		{"tenant_weights on a tenant", "policies:\n" + ok + tenantOK + "    tenant_weights: {beta: 2}\n", `policies[1].tenant_weights "acme" is set on a tenant's entry`},
+		{"tenant weighed twice", "policies:\n" + ok + "    tenant_weights: {acme: 2}\n" + tenantOK, `policies[0].tenant_weights.acme "2" weighs a tenant with an entry of its own (policies[1])`},
+		{"tenant_weights naming no tenant", "policies:\n" + ok + "    tenant_weights: {\"\": 2}\n", `policies[0].tenant_weights "" names no tenant`},
+		{"tenant_weights naming a bad tenant", "policies:\n" + ok + "    tenant_weights: {\"a/b\": 2}\n", `policies[0].tenant_weights "a/b" contains '/'`},
+		{"tenant weight not a number", "policies:\n" + ok + "    tenant_weights: {acme: lots}\n", "line 5: cannot unmarshal !!str `lots` into float64"},
 		{"fallback without a policy", "policies:\n" + ok + "    fallbacks: [openai/gpt-4o-mini]\n", `policies[0].fallbacks[0] "openai/gpt-4o-mini" has no policy of its own`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,4 +112,36 @@ func TestBudgetsNameTheirTenants(t *testing.T) {
 	if got, want := b.Tenants(), []string{"acme", "beta"}; !slices.Equal(got, want) {
 		t.Fatalf("Tenants() = %q, want %q", got, want)
 	}
+}
+
+// A tenant's weight comes from its own entry or its account's
+// tenant_weights; tenants named in either are named in the metrics.
+func TestParsePoliciesReadsTenantWeights(t *testing.T) {
+	b, err := ParsePolicies([]byte(`policies:
+  - provider: openai
+    model: gpt-4o
+    limits: {requests_per_minute: 10}
+    tenant_weights: {acme: 2, beta: 0.5}
+  - provider: openai
+    model: gpt-4o
+    tenant: gamma
+    weight: 3
+    limits: {requests_per_minute: 5}
+  - provider: openai
+    model: gpt-4o
+    tenant: delta
+    limits: {requests_per_minute: 5}
+`))
+	require.NoError(t, err)
+	key := func(tenant string) quota.Key { return quota.Key{Provider: "openai", Model: "gpt-4o", Tenant: tenant} }
+	for tenant, want := range map[string]float64{"acme": 2, "beta": 0.5, "gamma": 3, "delta": 1, "unnamed": 1, "": 1} {
+		require.Equal(t, want, b.Policies.Weight(key(tenant)), "weight of %q", tenant)
+	}
+	_, p, ok := b.Policies.Lookup(key(""))
+	require.True(t, ok)
+	require.Equal(t, map[string]float64{"acme": 2, "beta": 0.5}, p.TenantWeights)
+	_, p, ok = b.Policies.Lookup(key("gamma"))
+	require.True(t, ok)
+	require.Equal(t, 3.0, p.Weight)
+	require.Equal(t, []string{"acme", "beta", "delta", "gamma"}, b.Tenants())
 }
