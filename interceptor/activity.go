@@ -350,8 +350,8 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 		if until.IsZero() || !until.After(now) {
 			until = now.Add(o.SpendCapPause)
 		}
-		a.pause(ctx, c.r.Key, until.Sub(now), v.Class.String())
-		o.Logger.Warn("tollgate: key closed until its reset", "key", c.r.Key.String(), "class", v.Class.String(), "code", v.Code, "until", until.UTC().Format(time.RFC3339))
+		closed := a.pause(ctx, c.r.Key, until.Sub(now), v.Class.String())
+		o.Logger.Warn("tollgate: key closed until its reset", "key", closed.String(), "class", v.Class.String(), "code", v.Code, "until", until.UTC().Format(time.RFC3339))
 		return a.closed(ctx, c, v.Class.String(), until, callErr)
 
 	case classify.Transient, classify.BadRequest, classify.NotFound, classify.Auth, classify.ContextTooLong:
@@ -415,13 +415,26 @@ func (a *activityInbound) escalate(ctx context.Context, c *call, reason string, 
 		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{d}})
 }
 
-// pause pauses k for d on the store's clock.
-func (a *activityInbound) pause(ctx context.Context, k quota.Key, d time.Duration, reason string) {
+// pause pauses, for d on the store's clock, the budget a provider's signal
+// about a call on k stops: a provider limits and caps accounts, not the
+// tenants a product splits them into, so a tenant's call pauses its
+// account's budget, and with it every tenant nested there. When the account
+// has no policy (the store answers quota.ErrNoPolicy), k's own budget is
+// paused instead: a tenant's budget standing alone, or nothing. It returns
+// the key paused.
+func (a *activityInbound) pause(ctx context.Context, k quota.Key, d time.Duration, reason string) quota.Key {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultStoreCallDeadline)
 	defer cancel()
-	if err := a.root.opts.Store.Pause(sctx, k, d, reason); err != nil && !errors.Is(err, quota.ErrNoPolicy) {
-		a.root.opts.Logger.Warn("tollgate: pause failed", "key", k.String(), "error", err)
+	paused := k.WithoutTenant()
+	err := a.root.opts.Store.Pause(sctx, paused, d, reason)
+	if errors.Is(err, quota.ErrNoPolicy) && k.Tenant != "" {
+		paused = k
+		err = a.root.opts.Store.Pause(sctx, paused, d, reason)
 	}
+	if err != nil && !errors.Is(err, quota.ErrNoPolicy) {
+		a.root.opts.Logger.Warn("tollgate: pause failed", "key", paused.String(), "error", err)
+	}
+	return paused
 }
 
 // giveBack cancels the place a queued call holds in line; a refusal
