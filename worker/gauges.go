@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -24,11 +25,25 @@ const (
 	// provider counts per estimated prompt token) on each axis it scales:
 	// tollgate_estimate_ratio{key,axis} in Prometheus.
 	MetricEstimateRatio = "tollgate.estimate.ratio"
+	// MetricLineQueued is how many calls wait in each account's line for
+	// capacity, per tenant: tollgate_line_queued{key,tenant} in
+	// Prometheus, key naming the account and tenant as Tollgate's other
+	// metrics do (a tenant the policies file names, interceptor.OtherTenants
+	// for every other tenant together, interceptor.NoTenant for untenanted
+	// calls).
+	MetricLineQueued = "tollgate.line.queued"
+	// MetricLineCost is what those calls were charged, per tenant, on each
+	// resource the account's policy limits (requests, tokens, input_tokens,
+	// output_tokens): tollgate_line_cost{key,tenant,axis}.
+	MetricLineCost = "tollgate.line.cost"
 )
 
-// registerGauges reports every policy key's levels through meter. A key
-// whose snapshot fails (Redis down) is skipped for that collection.
-func registerGauges(meter metric.Meter, store quota.Store, keys []quota.Key) error {
+// registerGauges reports every policy key's levels, and each account's line
+// per tenant, through meter. A key whose snapshot fails (Redis down) is
+// skipped for that collection.
+func registerGauges(meter metric.Meter, store quota.Store, b Budgets) error {
+	keys := b.Policies.Keys()
+	lines := newLineLabels(b)
 	avail, err := meter.Float64ObservableGauge(MetricBucketAvailable,
 		metric.WithDescription("Units each key's axis could charge now; negative while reservations are queued."))
 	if err != nil {
@@ -46,6 +61,16 @@ func registerGauges(meter metric.Meter, store quota.Store, keys []quota.Key) err
 	}
 	ratio, err := meter.Float64ObservableGauge(MetricEstimateRatio,
 		metric.WithDescription("What each key's provider counts per estimated prompt token, as learned, on each axis it scales (1: as estimated)."))
+	if err != nil {
+		return err
+	}
+	queued, err := meter.Int64ObservableGauge(MetricLineQueued,
+		metric.WithDescription("Calls waiting in each account's line for capacity, per tenant (named, other or none)."))
+	if err != nil {
+		return err
+	}
+	lineCost, err := meter.Int64ObservableGauge(MetricLineCost,
+		metric.WithDescription("What the calls waiting in each account's line were charged, per tenant and resource."))
 	if err != nil {
 		return err
 	}
@@ -71,8 +96,125 @@ func registerGauges(meter metric.Meter, store quota.Store, keys []quota.Key) err
 				p = 1
 			}
 			o.ObserveInt64(paused, p, metric.WithAttributes(key))
+			if l, ok := lines[k]; ok {
+				l.observe(o, queued, lineCost, snap.Line)
+			}
 		}
 		return nil
-	}, avail, capacity, paused, ratio)
+	}, avail, capacity, paused, ratio, queued, lineCost)
 	return err
+}
+
+// lineLabels is what the line gauges report for one line: the budget the
+// line belongs to (an account's, or a tenant's own standing alone), its
+// tenants' label values and the resources its policy limits.
+type lineLabels struct {
+	key attribute.KeyValue
+	// named maps a tenant to its label value; a tenant not in it is
+	// interceptor.OtherTenants.
+	named map[string]string
+	// always are the label values reported even when nothing of theirs
+	// waits, so a line that empties reads 0 rather than vanishing.
+	always    []string
+	resources []quota.Axis
+}
+
+// newLineLabels returns the line gauges' labels for every key whose
+// snapshot lists a whole line: each account-wide key, and each tenant's key
+// whose account has no policy. A tenant nested in its account's budget is
+// reported in its account's line, once.
+func newLineLabels(b Budgets) map[quota.Key]*lineLabels {
+	named := map[string]string{"": interceptor.NoTenant}
+	for _, t := range b.Tenants() {
+		named[t] = t
+	}
+	out := map[quota.Key]*lineLabels{}
+	for _, k := range b.Policies.Keys() {
+		if _, _, nested := b.Policies.Account(k); nested {
+			continue
+		}
+		_, p, _ := b.Policies.Lookup(k)
+		l := &lineLabels{key: attribute.String("key", k.WithoutTenant().String()), named: named, resources: costResources(p)}
+		if k.Tenant != "" {
+			l.always = []string{k.Tenant}
+		} else {
+			l.always = []string{interceptor.NoTenant}
+			for name := range p.TenantWeights {
+				l.always = append(l.always, name)
+			}
+			for _, t := range b.Policies.Keys() {
+				if t.Tenant != "" && t.WithoutTenant() == k {
+					l.always = append(l.always, t.Tenant)
+				}
+			}
+		}
+		out[k] = l
+	}
+	return out
+}
+
+// costResources returns the parts of a call's cost that p's limits charge,
+// in quota.Axes order: Requests (requests a minute or a day), Tokens,
+// InputTokens, OutputTokens.
+func costResources(p quota.Policy) []quota.Axis {
+	var out []quota.Axis
+	for _, r := range [...]struct {
+		resource quota.Axis
+		axes     []quota.Axis
+	}{
+		{quota.Requests, []quota.Axis{quota.Requests, quota.RequestsPerDay}},
+		{quota.Tokens, []quota.Axis{quota.Tokens, quota.TokensPerDay}},
+		{quota.InputTokens, []quota.Axis{quota.InputTokens}},
+		{quota.OutputTokens, []quota.Axis{quota.OutputTokens}},
+	} {
+		for _, a := range r.axes {
+			if _, ok := p.Limit(a); ok {
+				out = append(out, r.resource)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// observe reports line, summed per label value.
+func (l *lineLabels) observe(o metric.Observer, queued, cost metric.Int64ObservableGauge, line []quota.TenantLine) {
+	type sum struct {
+		tickets int64
+		cost    quota.Cost
+	}
+	sums := make(map[string]*sum, len(l.always)+1)
+	order := make([]string, 0, len(l.always)+1)
+	at := func(label string) *sum {
+		s, ok := sums[label]
+		if !ok {
+			s = &sum{}
+			sums[label] = s
+			order = append(order, label)
+		}
+		return s
+	}
+	for _, label := range l.always {
+		at(label)
+	}
+	for _, tl := range line {
+		label, ok := l.named[tl.Tenant]
+		if !ok {
+			label = interceptor.OtherTenants
+		}
+		s := at(label)
+		s.tickets += int64(tl.Tickets)
+		s.cost.Requests += tl.Cost.Requests
+		s.cost.Tokens += tl.Cost.Tokens
+		s.cost.InputTokens += tl.Cost.InputTokens
+		s.cost.OutputTokens += tl.Cost.OutputTokens
+	}
+	for _, label := range order {
+		s := sums[label]
+		tenant := attribute.String("tenant", label)
+		o.ObserveInt64(queued, s.tickets, metric.WithAttributes(l.key, tenant))
+		for _, r := range l.resources {
+			o.ObserveInt64(cost, s.cost.On(r), metric.WithAttributes(l.key, tenant, attribute.String("axis", r.String())))
+		}
+	}
 }

@@ -75,7 +75,7 @@ func Start(ctx context.Context, cfg Config, b Budgets, logger *slog.Logger) (w *
 	}
 	w.store = store
 	w.closers = append(w.closers, closeStore)
-	if err := registerGauges(meter, store, w.budgets.Policies.Keys()); err != nil {
+	if err := registerGauges(meter, store, w.budgets); err != nil {
 		return w, fmt.Errorf("worker: bucket gauges: %w", err)
 	}
 	acts, err := w.providers()

@@ -37,14 +37,13 @@ func status(ctx context.Context, cfg config, out io.Writer, logger *slog.Logger)
 	if err != nil {
 		return err
 	}
-	keys := b.Policies.Keys()
 	if cfg.RedisURL == "" {
 		store, err := memory.New(b.Policies, memory.Options{})
 		if err != nil {
 			return fmt.Errorf("worker: memory store: %w", err)
 		}
 		fmt.Fprintln(out, "store: process memory of this command (no REDIS_URL): every bucket is full; set REDIS_URL to read the fleet's levels")
-		return writeStatus(ctx, out, store, keys)
+		return writeStatus(ctx, out, store, b.Policies)
 	}
 	opts, err := goredis.ParseURL(cfg.RedisURL) // loadConfig checked it
 	if err != nil {
@@ -63,7 +62,7 @@ func status(ctx context.Context, cfg config, out io.Writer, logger *slog.Logger)
 			redactURL(cfg.RedisURL), err)
 	}
 	fmt.Fprintln(out, "store: Redis", redactURL(cfg.RedisURL))
-	return writeStatus(ctx, out, store, keys)
+	return writeStatus(ctx, out, store, b.Policies)
 }
 
 // redactURL hides a URL's password.
@@ -75,19 +74,27 @@ func redactURL(s string) string {
 	return u.Redacted()
 }
 
-// writeStatus prints a table of keys' levels from store: per axis, the
-// effective capacity, what is available now, the estimate ratio learned for
-// axes that count prompt tokens, and when a daily window resets; per key,
-// whether and until when it is paused or closed (until a spend cap or daily
-// quota resets).
-func writeStatus(ctx context.Context, out io.Writer, store quota.Store, keys []quota.Key) error {
+// writeStatus prints a table of the policy keys' levels from store: per
+// axis, the effective capacity, what is available now, the estimate ratio
+// learned for axes that count prompt tokens, and when a daily window
+// resets; per key, whether and until when it is paused or closed (until a
+// spend cap or daily quota resets). When calls wait in a saturated
+// account's line, a second table says what each tenant has in it (see
+// writeLines).
+func writeStatus(ctx context.Context, out io.Writer, store quota.Store, ps quota.Policies) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tAXIS\tCAPACITY\tAVAILABLE\tFILL\tESTIMATE\tNOTE")
-	for _, k := range keys {
+	var lines []quota.Snapshot
+	for _, k := range ps.Keys() {
 		snap, err := store.Snapshot(ctx, k)
 		if err != nil {
 			tw.Flush()
 			return fmt.Errorf("worker: status of %s: %w", k, err)
+		}
+		// A tenant nested in its account's budget waits in its account's
+		// line, which the account's snapshot lists whole.
+		if _, _, nested := ps.Account(k); !nested && len(snap.Line) > 0 {
+			lines = append(lines, snap)
 		}
 		note := statusNote(snap)
 		if len(snap.Axes) == 0 {
@@ -107,6 +114,34 @@ func writeStatus(ctx context.Context, out io.Writer, store quota.Store, keys []q
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", k, l.Axis, l.Capacity,
 				strconv.FormatFloat(l.Available, 'f', 1, 64), bar(l.Available, l.Capacity, 10), estimate, n)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeLines(out, ps, lines)
+}
+
+// writeLines prints, for each snapshot, what waits in its line per tenant:
+// the tenant's weight (its share of the account while the account is
+// saturated), how many of its calls wait and what they were charged. It
+// prints nothing when no line holds a call.
+func writeLines(out io.Writer, ps quota.Policies, snaps []quota.Snapshot) error {
+	if len(snaps) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out, "\nwaiting for capacity, per tenant (served in turn by weight and cost, not by arrival):")
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tTENANT\tWEIGHT\tWAITING\tCOST")
+	for _, snap := range snaps {
+		for _, l := range snap.Line {
+			k, name := snap.Key, l.Tenant
+			k.Tenant = l.Tenant
+			if name == "" {
+				name = "(none)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", snap.Key.WithoutTenant(), name,
+				strconv.FormatFloat(ps.Weight(k), 'g', -1, 64), l.Tickets, l.Cost)
 		}
 	}
 	return tw.Flush()

@@ -5,8 +5,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,6 +112,68 @@ func TestStatusShowsTheLearnedEstimateRatio(t *testing.T) {
 	require.NoError(t, status(ctx, config{Config: worker.Config{RedisURL: srv.URL()}}, &out, quietLogger()))
 	require.Regexp(t, `(?m)^openai/default/gpt-4o-mini\s+tokens\s+.*×1\.30`, out.String())
 	require.Regexp(t, `(?m)^openai/default/gpt-4o-mini\s+requests\s+.*\s-\s`, out.String(), "requests are counted, not estimated")
+}
+
+// status lists what waits in a saturated account's line per tenant, with
+// each tenant's weight, once: a tenant nested in its account's budget shows
+// in its account's line, not again under its own key.
+func TestStatusShowsEachTenantsPlaceInASaturatedLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`policies:
+  - provider: openai
+    model: gpt-4o
+    limits: {requests_per_minute: 1, tokens_per_minute: 100000}
+    tenant_weights: {acme: 2}
+  - provider: openai
+    model: gpt-4o
+    tenant: beta
+    weight: 0.5
+    limits: {requests_per_minute: 60}
+  - provider: openai
+    model: gpt-4o-mini
+    limits: {requests_per_minute: 60}
+`), 0o600))
+	b, err := worker.LoadPolicies(path)
+	require.NoError(t, err)
+	srv := redistest.StartServer(t)
+	fleet, err := redis.New(srv.Client(), b.Policies, redis.Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	account := quota.Key{Provider: "openai", Model: "gpt-4o"}
+	for i, tenant := range []string{"", "acme", "acme", "beta", "", "zed"} {
+		k := account
+		k.Tenant = tenant
+		d, err := fleet.Reserve(ctx, quota.Reservation{Key: k, Ticket: "line-" + strconv.Itoa(i), Cost: quota.Cost{Requests: 1, Tokens: 500}})
+		require.NoError(t, err)
+		want := quota.Queued
+		if i == 0 {
+			want = quota.Granted // the account's one request a minute
+		}
+		require.Equal(t, want, d.Outcome, "call %d", i)
+	}
+
+	var out bytes.Buffer
+	require.NoError(t, status(ctx, config{Config: worker.Config{RedisURL: srv.URL(), Policies: path}}, &out, quietLogger()))
+	table := out.String()
+	_, lines, ok := strings.Cut(table, "waiting for capacity, per tenant")
+	require.True(t, ok, "status lists the line:\n%s", table)
+	for _, row := range []string{
+		`openai/default/gpt-4o\s+\(none\)\s+1\s+1\s+requests=1 tokens=500`,
+		`openai/default/gpt-4o\s+acme\s+2\s+2\s+requests=2 tokens=1000`,
+		`openai/default/gpt-4o\s+beta\s+0\.5\s+1\s+requests=1 tokens=500`,
+		`openai/default/gpt-4o\s+zed\s+1\s+1\s+requests=1 tokens=500`,
+	} {
+		require.Regexp(t, `(?m)^`+row+`$`, lines)
+	}
+	require.Equal(t, 4, strings.Count(lines, "openai/"), "one row per tenant in line, the nested tenant's once:\n%s", table)
+	require.NotContains(t, lines, "gpt-4o-mini", "a key with nothing in line has no rows")
+}
+
+// With nothing in line, status prints no line table.
+func TestStatusPrintsNoLineWhenNothingWaits(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, status(context.Background(), config{}, &out, quietLogger()))
+	require.NotContains(t, out.String(), "waiting for capacity")
 }
 
 func TestBar(t *testing.T) {

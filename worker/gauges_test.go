@@ -1,0 +1,144 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/memory"
+	"github.com/tollgate/tollgate/quota/quotatest"
+	"github.com/tollgate/tollgate/quota/redis"
+	"github.com/tollgate/tollgate/testsuite/redistest"
+)
+
+// lineBudgets: an account of two requests a minute weighing tenant acme in
+// tenant_weights, with tenant beta's budget nested in it, and a tenant solo
+// whose budget stands alone (its account has no policy).
+const lineBudgets = `policies:
+  - provider: openai
+    model: gpt-4o
+    limits: {requests_per_minute: 2, tokens_per_minute: 100000}
+    tenant_weights: {acme: 2}
+  - provider: openai
+    model: gpt-4o
+    tenant: beta
+    limits: {requests_per_minute: 60}
+  - provider: openai
+    model: gpt-4o
+    tenant: quiet
+    limits: {requests_per_minute: 60}
+  - provider: openai
+    model: gpt-4o-mini
+    tenant: solo
+    limits: {requests_per_minute: 1}
+`
+
+// The line gauges report what waits in each account's line per tenant,
+// under the same bounded tenant label as the other metrics: tenants the
+// policies file names by name, every other tenant as "other", untenanted
+// calls as "none"; a named tenant with nothing in line reads 0.
+func TestLineGaugesCountEachTenantsPlacesUnderABoundedLabel(t *testing.T) {
+	b, err := ParsePolicies([]byte(lineBudgets))
+	require.NoError(t, err)
+	stores := map[string]func(t *testing.T) quota.Store{
+		"memory": func(t *testing.T) quota.Store {
+			s, err := memory.New(b.Policies, memory.Options{Clock: quotatest.NewClock(time.Now())})
+			require.NoError(t, err)
+			return s
+		},
+		"redis": func(t *testing.T) quota.Store {
+			s, err := redis.New(redistest.Start(t), b.Policies, redis.Options{})
+			require.NoError(t, err)
+			return s
+		},
+	}
+	for name, newStore := range stores {
+		t.Run(name, func(t *testing.T) {
+			store := newStore(t)
+			ctx := context.Background()
+			account := quota.Key{Provider: "openai", Model: "gpt-4o"}
+			reserve := func(k quota.Key, ticket string, want quota.Outcome) {
+				t.Helper()
+				d, err := store.Reserve(ctx, quota.Reservation{Key: k, Ticket: ticket, Cost: quota.Cost{Requests: 1, Tokens: 100}})
+				require.NoError(t, err)
+				require.Equal(t, want, d.Outcome, "%s on %s", ticket, k)
+			}
+			tenant := func(k quota.Key, name string) quota.Key { k.Tenant = name; return k }
+			// Two calls take the account's two requests; the rest wait.
+			reserve(account, "first", quota.Granted)
+			reserve(account, "second", quota.Granted)
+			for i, tn := range []string{"acme", "acme", "beta", "zed", "zork", "zork", ""} {
+				reserve(tenant(account, tn), fmt.Sprintf("wait-%d", i), quota.Queued)
+			}
+			solo := tenant(quota.Key{Provider: "openai", Model: "gpt-4o-mini"}, "solo")
+			reserve(solo, "solo-0", quota.Granted)
+			reserve(solo, "solo-1", quota.Queued)
+
+			reader := sdkmetric.NewManualReader()
+			meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
+			require.NoError(t, registerGauges(meter, store, b))
+			var rm metricdata.ResourceMetrics
+			require.NoError(t, reader.Collect(ctx, &rm))
+
+			require.Equal(t, map[string]int64{
+				"openai/default/gpt-4o acme":      2,
+				"openai/default/gpt-4o beta":      1,
+				"openai/default/gpt-4o other":     3,
+				"openai/default/gpt-4o none":      1,
+				"openai/default/gpt-4o quiet":     0,
+				"openai/default/gpt-4o-mini solo": 1,
+			}, gaugePoints(t, rm, MetricLineQueued, "key", "tenant"))
+			require.Equal(t, map[string]int64{
+				"openai/default/gpt-4o acme requests":      2,
+				"openai/default/gpt-4o acme tokens":        200,
+				"openai/default/gpt-4o beta requests":      1,
+				"openai/default/gpt-4o beta tokens":        100,
+				"openai/default/gpt-4o other requests":     3,
+				"openai/default/gpt-4o other tokens":       300,
+				"openai/default/gpt-4o none requests":      1,
+				"openai/default/gpt-4o none tokens":        100,
+				"openai/default/gpt-4o quiet requests":     0,
+				"openai/default/gpt-4o quiet tokens":       0,
+				"openai/default/gpt-4o-mini solo requests": 1,
+			}, gaugePoints(t, rm, MetricLineCost, "key", "tenant", "axis"))
+		})
+	}
+}
+
+// gaugePoints returns an int64 gauge's points, keyed by the values of
+// attrs joined with spaces.
+func gaugePoints(t *testing.T, rm metricdata.ResourceMetrics, name string, attrs ...string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			g, ok := m.Data.(metricdata.Gauge[int64])
+			require.True(t, ok, "%s is a %T", name, m.Data)
+			for _, dp := range g.DataPoints {
+				var id string
+				for i, a := range attrs {
+					v, ok := dp.Attributes.Value(attribute.Key(a))
+					require.True(t, ok, "%s has attribute %s", name, a)
+					if i > 0 {
+						id += " "
+					}
+					id += v.AsString()
+				}
+				_, dup := out[id]
+				require.False(t, dup, "%s reports %q once per collection", name, id)
+				out[id] = dp.Value
+			}
+		}
+	}
+	return out
+}
