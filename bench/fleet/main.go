@@ -55,6 +55,7 @@ func main() {
 	redisPath := flag.String("redis-server", "redis-server", "redis-server binary: a path, or a name looked up on PATH")
 	density := flag.Float64("density", 1, "tokens the provider counts per characters/4 (its tokenizer's density; Tollgate estimates characters/4)")
 	only := flag.String("setups", "", "comma-separated setups to run, by name (default: all of "+strings.Join(setupNames(), ",")+")")
+	tf := newTenantFlags(flag.CommandLine)
 	flag.Parse()
 	if *rate == 0 && *density > 0 {
 		*rate = defaultRate / *density
@@ -66,6 +67,12 @@ func main() {
 		replicas: *replicas, window: *duration, drain: *drain, rate: *rate, seed: *seed, out: *out, redisPath: *redisPath,
 		limits: limits{Period: *period, Requests: *requests, InputTokens: *inputTokens, OutputTokens: *outputTokens, Density: *density},
 		only:   *only,
+	}
+	if *tf.on {
+		if err := runTenants(ctx, tenantConfig{config: cfg, burst: *tf.burst, trickle: *tf.trickle}); err != nil {
+			log.Fatalf("fleet: %v", err)
+		}
+		return
 	}
 	if err := run(ctx, cfg); err != nil {
 		log.Fatalf("fleet: %v", err)
