@@ -325,6 +325,12 @@ local known, seenAt = ARGV[i], i + 2
 local ep = st['ep']
 local PLACEHOLDER = '\0lost ' -- a placeholder lease's name, before rv and its number
 
+-- begin names a new epoch: one generation past the caller's, the caller's
+-- name for it and now, so that it differs from every epoch anyone saw.
+local function begin()
+  return (tonumber(string.match(known, '^(%d+)%.')) or 0) + 1 .. '.' .. ARGV[i + 1] .. '@' .. nowS
+end
+
 -- seen returns the use of the j-th daily limit a's current window that the
 -- caller last saw, 0 if it saw another window or none.
 local function seen(a, j)
@@ -371,7 +377,7 @@ local function recover(lost)
     end
   end
   if lost then
-    if not ep then ep = ARGV[i + 1] .. '@' .. nowS end
+    if not ep then ep = begin() end
     st['ep'], st['rv'], st['ef'] = ep, rv, nil
     hs[#hs + 1] = 'ep'; hs[#hs + 1] = ep
     hs[#hs + 1] = 'rv'; hs[#hs + 1] = rv
@@ -384,7 +390,7 @@ if ep ~= known then
   if known ~= '' then
     recover(not ep or st['ef'] ~= nil)
   elseif not ep then
-    ep = ARGV[i + 1] .. '@' .. nowS
+    ep = begin()
     st['ep'], st['ef'] = ep, '1'
     redis.call('HSET', S, 'ep', ep, 'ef', '1')
   end
