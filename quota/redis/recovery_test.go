@@ -2,7 +2,9 @@ package redis_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -320,4 +322,100 @@ func TestEvictedTicketRecord(t *testing.T) {
 
 	require.NoError(t, e.store.Settle(e.ctx, quota.Settlement{Key: gpt4o, Ticket: "a", Actual: oneRequest, Charged: oneRequest}))
 	e.grant(e.store, "b", oneRequest)
+}
+
+// TestReplicasNeverOverdrawAcrossLoss: TestReplicasNeverOverdraw's fleet,
+// on the real clock, with the server's state flushed while it runs. Grants
+// over the whole run stay within what the buckets can have produced (a
+// bucket that restarted full would add its capacity), and calls in flight
+// at the loss are not joined by new ones over the concurrency limit.
+func TestReplicasNeverOverdrawAcrossLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for about two seconds")
+	}
+	const (
+		replicas   = 3
+		workers    = 8 // per replica
+		concurrent = 10
+		runFor     = 1500 * time.Millisecond
+		loseAt     = 700 * time.Millisecond
+		holdFor    = 5 * time.Millisecond
+	)
+	cost := quota.Cost{Requests: 1, Tokens: 100}
+	limits := []quota.Limit{
+		quota.Per(quota.Requests, 40, 200*time.Millisecond), // 200/s
+		quota.Per(quota.Tokens, 4000, 200*time.Millisecond),
+		quota.Concurrent(concurrent),
+	}
+	// The lease TTL bounds how long the slots of calls in flight at the loss
+	// stay held if those calls never come back; these all settle.
+	ps := policies(t, quota.Policy{Limits: limits, MaxWait: 20 * time.Millisecond, LeaseTTL: time.Second})
+	srv := redistest.StartServer(t)
+	stores := make([]*redis.Store, replicas)
+	for i := range stores {
+		s, err := redis.New(srv.Client(), ps, redis.Options{})
+		require.NoError(t, err)
+		stores[i] = s
+	}
+	ctx := context.Background()
+	admin := srv.Client()
+	before, err := admin.Time(ctx).Result()
+	require.NoError(t, err)
+
+	var (
+		mu       sync.Mutex
+		inFlight int
+		peak     int
+		granted  [quota.Concurrency + 1]int64
+		wg       sync.WaitGroup
+		errs     = make(chan error, replicas*workers+1)
+	)
+	deadline := time.Now().Add(runFor)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		time.Sleep(loseAt)
+		errs <- admin.FlushAll(ctx).Err()
+	}()
+	for r, s := range stores {
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- hammer(ctx, s, fmt.Sprintf("r%d-w%d", r, w), cost, deadline, func() {
+					mu.Lock()
+					inFlight++
+					peak = max(peak, inFlight)
+					for _, a := range quota.Axes() {
+						granted[a] += cost.On(a)
+					}
+					mu.Unlock()
+					time.Sleep(holdFor)
+					mu.Lock()
+					inFlight--
+					mu.Unlock()
+				})
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	after, err := admin.Time(ctx).Result()
+	require.NoError(t, err)
+	elapsed := after.Sub(before)
+	t.Logf("%d grants in %s across a FLUSHALL at %s; peak in flight %d", granted[quota.Requests], elapsed, loseAt, peak)
+
+	require.LessOrEqual(t, peak, concurrent, "concurrent calls never exceed the lease limit, across the loss too")
+	for _, l := range limits {
+		if l.Axis.Kind() != quota.Bucket {
+			continue
+		}
+		bound := float64(l.Capacity) + l.Rate()*elapsed.Seconds()
+		got := float64(granted[l.Axis])
+		t.Logf("%-8s granted %6.0f of at most %8.1f (%.1f%%)", l.Axis, got, bound, 100*got/bound)
+		require.LessOrEqual(t, got, bound, "%s: granted more than the bucket produced", l.Axis)
+	}
 }
