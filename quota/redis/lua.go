@@ -33,8 +33,8 @@ import goredis "github.com/redis/go-redis/v9"
 // it was adopted under; pu/pr pause end and reason; er/et the learned
 // estimate ratio and the time it was learned at, e1/e2 its last two samples
 // (quota.Ratio); ep the state's epoch, ef set while nobody can tell whether
-// it replaced a lost one, rv the end of the recovery window after a loss
-// and lp the placeholders still left in it (see recover). An adopted capacity
+// it replaced a lost one, rv when the placeholder leases of the last
+// recovery lapse and lp how many are left (see recover). An adopted capacity
 // counts only for a policy that adopts and is configured as o<a> says, so a
 // changed configuration wins over what an earlier one adopted. The state
 // hash and lease zset have no TTL: there is one of each per key with a
@@ -315,6 +315,7 @@ local function sweep()
     redis.call('ZREM', Q, m)
   end
 end
+
 -- The epoch names one life of the key's state: a new one begins when the
 -- state hash is created. A caller that saw another epoch and finds the
 -- hash gone, or recreated by a caller that could not tell it was lost
@@ -346,12 +347,11 @@ end
 -- taken by a placeholder until the policy's lease TTL from now, for the
 -- calls granted before the loss, which take them over as they renew or
 -- settle (regrant). Queued tickets are gone with their records: their
--- callers are charged again when they come back. Not lost (a caller that
--- saw an older epoch of state recovered already), only the daily windows
--- are raised to what the caller saw.
+-- callers are charged again when they come back. With lost false (a
+-- caller that saw an older epoch recovered the state already), only the
+-- daily windows are raised to what this caller saw.
 local function recover(lost)
   local hs, j = {}, 0
-  local rv = fmt(now + tonumber(ARGV[4]))
   for k = 1, n do
     local a = axes[k]
     local id = a.id
@@ -370,17 +370,18 @@ local function recover(lost)
       hs[#hs + 1] = 'l' .. id; hs[#hs + 1] = st['l' .. id]
       hs[#hs + 1] = 't' .. id; hs[#hs + 1] = st['t' .. id]
     elseif lost then
+      local rv = fmt(now + tonumber(ARGV[4]))
       local free = math.floor(a.cap) - redis.call('ZCOUNT', L, '(' .. nowS, '+inf')
       for q = 1, free do redis.call('ZADD', L, rv, PLACEHOLDER .. rv .. ' ' .. q) end
-      st['lp'] = fmt(free > 0 and free or 0)
+      st['lp'], st['rv'] = fmt(free > 0 and free or 0), rv
       hs[#hs + 1] = 'lp'; hs[#hs + 1] = st['lp']
+      hs[#hs + 1] = 'rv'; hs[#hs + 1] = rv
     end
   end
   if lost then
     if not ep then ep = begin() end
-    st['ep'], st['rv'], st['ef'] = ep, rv, nil
+    st['ep'], st['ef'] = ep, nil
     hs[#hs + 1] = 'ep'; hs[#hs + 1] = ep
-    hs[#hs + 1] = 'rv'; hs[#hs + 1] = rv
     redis.call('HDEL', S, 'ef')
   end
   if #hs > 0 then redis.call('HSET', S, unpack(hs)) end
@@ -400,16 +401,14 @@ i = i + 2 + nd
 -- regrant keeps, for ticket id whose record is gone, the grant it held: its
 -- own lease if it still has one (the record alone was evicted), else a
 -- placeholder recover left, until x (formatted µs), or releases it when x
--- is nil. It reports whether the ticket held a grant so; on a key without
--- a concurrency limit, whether the key is in its recovery window.
+-- is nil. It reports whether the ticket held a grant so: never on a key
+-- without a concurrency limit, where no lease says which calls ran.
 local function regrant(id, x)
-  local rv = st['rv']
-  local recovering = rv and tonumber(rv) > now
-  if not conc then return recovering end
+  if not conc then return false end
   local held = redis.call('ZSCORE', L, id)
   if not (held and tonumber(held) > now) then
-    local lp = tonumber(st['lp'] or '0')
-    if not recovering or lp < 1 or redis.call('ZREM', L, PLACEHOLDER .. rv .. ' ' .. lp) == 0 then
+    local rv, lp = st['rv'], tonumber(st['lp'] or '0')
+    if lp < 1 or tonumber(rv) <= now or redis.call('ZREM', L, PLACEHOLDER .. rv .. ' ' .. lp) == 0 then
       return false
     end
     st['lp'] = fmt(lp - 1)

@@ -242,6 +242,23 @@ func TestSettleAfterLoss(t *testing.T) {
 	}
 }
 
+// TestSettleAfterLossWithoutConcurrency: on a key without a concurrency
+// limit no lease says which calls were granted before the loss, so their
+// grants are gone as lapsed ones are: Renew and Settle say so, and Settle
+// charges what the call used beyond its estimate.
+func TestSettleAfterLossWithoutConcurrency(t *testing.T) {
+	e := newRecoveryEnv(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Tokens, 60_000)}})
+	est := quota.Cost{Tokens: 1000}
+	d := e.grant(e.store, "a", est)
+	losses[0].lose(t, e.srv)
+
+	_, err := e.store.Renew(e.ctx, gpt4o, "a", 0)
+	require.ErrorIs(t, err, quota.ErrUnknownTicket)
+	err = e.store.Settle(e.ctx, quota.Settlement{Key: gpt4o, Ticket: "a", Actual: quota.Cost{Tokens: 1200}, Charged: d.Charged})
+	require.ErrorIs(t, err, quota.ErrUnknownTicket)
+	require.InDelta(t, -200, e.available(e.store, quota.Tokens), 1e-9, "the overrun is charged to the bucket restarted empty")
+}
+
 // TestDailyWindowAfterLoss: a daily window restarts from what the stores
 // saw of it, not from zero: the store that recovers the key brings what it
 // saw, and every other store raises the window to what it saw on its next

@@ -44,7 +44,9 @@ type Options struct {
 
 // Store is a quota.Store in Redis, shared by every process whose Store uses
 // the same server and Prefix. Build it with New; it is safe for concurrent
-// use and holds no state of its own beyond precomputed arguments.
+// use and holds no state of its own beyond precomputed arguments and, per
+// key, what it last saw of the key's state, to recover it from should
+// Redis lose it (see the package doc).
 type Store struct {
 	rdb   Client
 	clock quota.Clock
