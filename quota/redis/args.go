@@ -150,7 +150,8 @@ func (ks *keyState) args(op any, now string, local time.Time, extra int) []any {
 }
 
 // remember keeps what a reserve reply says of the key's state (see lua.go's
-// reply): its epoch, when the store did not know it, and its daily windows.
+// reply): its epoch, when the store did not know it (else 0), and its daily
+// windows.
 func (ks *keyState) remember(res []any) {
 	if e, ok := res[0].(string); ok && e != "" {
 		ks.epoch.Store(res[0])

@@ -453,11 +453,12 @@ end
 -- t), then the grant's expiry µs or ''}, the times as num gives them;
 -- outcome 1 granted, 2 queued, 3 refused; reason as quota.Reason (1
 -- capacity, 2 daily limit, 3 concurrency full, 4 paused). Then the key's
--- epoch, '' when the caller passed it, and for each daily limit its window
--- as "start used", '' before its first charge: what a caller passes back.
+-- epoch, 0 when the caller passed it (an integer costs the caller less to
+-- read than an empty string), and for each daily limit its window as
+-- "start used", '' before its first charge: what a caller passes back.
 local function reply(outcome, wait, reason, axis, preason, lease, t, expiry)
   local r = {outcome, num(wait), reason, tonumber(axis) or 0, preason or '', lease and num(lease) or '', num(now), 0, 0, 0, 0,
-    expiry and num(expiry) or '', ep ~= known and ep or ''}
+    expiry and num(expiry) or '', ep ~= known and ep or 0}
   if t then r[8], r[9], r[10], r[11] = tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4) end
   if daily then
     for k = 1, n do
