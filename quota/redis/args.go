@@ -61,6 +61,16 @@ type keyState struct {
 	// script's reserve, settle and snapshot read them.
 	calibrates bool
 	calib      [3]any
+	// epochs are the epochs of the budgets' states this store last saw
+	// ("" for none), the root's first, and seen, per daily limit (in the
+	// order of zones), the window it last saw ("start used", or ""), as
+	// the script's reserve reply gave them: passed back as they are, so
+	// that a script finding a budget's state lost recovers it from what
+	// was known (see lua.go), at no cost to a call. name is the store's
+	// name for an epoch it begins.
+	epochs []atomic.Value
+	seen   []atomic.Value
+	name   any
 }
 
 // dailyArgs caches the midnights of every daily limit for one stretch of the
@@ -84,8 +94,9 @@ func budgetKey(prefix string, k quota.Key) (key, sep string) {
 }
 
 // newKeyState precomputes k's arguments, with p its policy; for a tenant
-// whose account has a policy (ap, nested), with the account's too.
-func newKeyState(prefix string, k quota.Key, p quota.Policy, ap quota.Policy, nested bool) *keyState {
+// whose account has a policy (ap, nested), with the account's too. name is
+// the store's name for the epochs it begins.
+func newKeyState(prefix string, k quota.Key, p quota.Policy, ap quota.Policy, nested bool, name string) *keyState {
 	root, rp := k, p
 	if nested {
 		root, rp = k.WithoutTenant(), ap
@@ -106,6 +117,18 @@ func newKeyState(prefix string, k quota.Key, p quota.Policy, ap quota.Policy, ne
 	if nested {
 		ks.limited = ks.limited[:0]
 		ks.budget(p)
+	}
+	ks.name = name
+	ks.epochs = make([]atomic.Value, 1)
+	if nested {
+		ks.epochs = make([]atomic.Value, 2)
+	}
+	for i := range ks.epochs {
+		ks.epochs[i].Store("")
+	}
+	ks.seen = make([]atomic.Value, len(ks.zones))
+	for i := range ks.seen {
+		ks.seen[i].Store("")
 	}
 	ks.calib = [3]any{"0", "0", "0"}
 	if c := rp.Calibration; !c.Off {
@@ -182,10 +205,35 @@ func (ks *keyState) ttl(ttl time.Duration) any {
 // pass are boxed without allocating.
 func (ks *keyState) args(op any, now string, tenant string, weight any, local time.Time, extra int) []any {
 	daily := ks.dailyArgs(local)
-	args := make([]any, 0, 4+len(ks.static)+len(daily)+extra)
+	args := make([]any, 0, 5+len(ks.static)+len(daily)+len(ks.epochs)+len(ks.seen)+extra)
 	args = append(args, op, now, tenant, weight)
 	args = append(args, ks.static...)
-	return append(args, daily...)
+	args = append(args, daily...)
+	args = append(args, ks.name)
+	for i := range ks.epochs {
+		args = append(args, ks.epochs[i].Load())
+	}
+	for i := range ks.seen {
+		args = append(args, ks.seen[i].Load())
+	}
+	return args
+}
+
+// remember keeps what a reserve reply says of the budgets' states (see
+// lua.go's reply): their epochs, when the store did not know them (else
+// 0), and their daily windows.
+func (ks *keyState) remember(res []any) {
+	for i := range ks.epochs {
+		if e, ok := res[i].(string); ok && e != "" {
+			ks.epochs[i].Store(res[i])
+		}
+	}
+	res = res[len(ks.epochs):]
+	for i := range ks.seen {
+		if _, ok := res[i].(string); ok {
+			ks.seen[i].Store(res[i])
+		}
+	}
 }
 
 // observations appends obs to args as the script's observe reads them (a

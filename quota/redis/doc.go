@@ -28,4 +28,19 @@
 // script's clock; the TTL on ticket records only collects garbage, long
 // after it could matter. Callers send durations (a pause of 5 s, a lease of
 // 30 s), never times of their own: the script adds them to Redis TIME.
+//
+// Each budget's state hash (an account's, a tenant's) carries an epoch, a
+// marker written when the hash is created, and each Store remembers the
+// epoch of every budget it has reserved on, with what it last saw of the
+// budget's daily windows. A script run that finds the state gone (a restart
+// without persistence, a flush, an eviction, a failover to an empty replica)
+// although its Store saw an epoch restarts the budget conservatively:
+// buckets empty and refilling at their rate, daily windows as used as that
+// Store last saw them, every free concurrency slot held for the policy's
+// LeaseTTL by a placeholder, which a call granted before the loss takes over
+// when it renews or settles, and the account's line empty (its queued
+// tickets are gone with their records; their callers are charged again
+// when they come back). A Store that never saw the budget cannot tell its
+// lost state from a new budget's; the first call of one that did ends the
+// burst.
 package redis

@@ -41,14 +41,21 @@ import goredis "github.com/redis/go-redis/v9"
 //	   period µs), in quota.Axes() order
 //	…  for each daily limit of each budget, in the same order, 6 midnights
 //	   (unix µs) around the caller's clock
+//	…  a name for a new epoch, then for each budget the epoch of its state
+//	   the caller last saw ('' for none), then for each daily limit of each
+//	   budget the window the caller last saw, "start used" as the reserve
+//	   reply gave it, or ''
 //	…  the op's own arguments (see each op below)
 //
-// State hash fields (of each budget), per axis id a: l<a>/t<a> bucket level and the time it
-// was computed at, w<a>/d<a> daily window start and units used in it,
+// State hash fields (of each budget), per axis id a: l<a>/t<a> bucket level
+// and the time it was computed at, w<a>/d<a> daily window start and units
+// used in it,
 // c<a> adopted effective capacity and o<a> the configured effective capacity
 // it was adopted under; pu/pr pause end and reason; er/et the learned
 // estimate ratio and the time it was learned at, e1/e2 its last two samples
-// (quota.Ratio), kept by the root; fv/fq the line's virtual time (the tag
+// (quota.Ratio), kept by the root; ep the state's epoch, ef set while nobody
+// can tell whether it replaced a lost one, rv when the placeholder leases of
+// the last recovery lapse and lp how many are left (see recover); fv/fq the line's virtual time (the tag
 // of the ticket served last) and arrival counter, and q1..q4 the cost in
 // line per part, kept by the root while its line is not empty. An adopted capacity
 // counts only for a policy that adopts and is configured as o<a> says, so a
@@ -121,7 +128,9 @@ local costOn = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 1, ['6'] = 2
 
 -- A budget: its keys, st its state hash as read, prio its priority reserve,
 -- adopts, n its number of axes, axes, conc its concurrency axis, daily
--- whether it has daily axes, pu/pr its pause's end and reason, paused.
+-- whether it has daily axes and nd how many, pu/pr its pause's end and
+-- reason, paused; ep its state's epoch, known the one the caller saw and
+-- seenAt where the caller's view of its daily windows starts in ARGV.
 -- Each axis: id and kind as passed, cap (the adopted one if it counts, see
 -- the header), conf the configured capacity as passed, period µs (buckets
 -- only), ci its cost part (none for concurrency), st its budget's state.
@@ -133,7 +142,8 @@ local function budget(Sk, Lk, Qk, i)
   local pu = st['pu']
   pu = pu and tonumber(pu) or 0
   local b = {S = Sk, L = Lk, Q = Qk, st = st, prio = tonumber(ARGV[i]), adopts = ARGV[i + 1] == '1',
-    n = tonumber(ARGV[i + 2]), axes = {}, conc = nil, daily = false, pu = pu, pr = st['pr'], paused = pu > now}
+    n = tonumber(ARGV[i + 2]), axes = {}, conc = nil, daily = false, nd = 0, pu = pu, pr = st['pr'], paused = pu > now,
+    ep = st['ep'], known = nil, seenAt = nil}
   i = i + 3
   for k = 1, b.n do
     local id, kind, conf = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -150,6 +160,7 @@ local function budget(Sk, Lk, Qk, i)
       b.conc = a
     elseif kind == DAILY then
       b.daily = true
+      b.nd = b.nd + 1
     end
     b.axes[k] = a
     i = i + 4
@@ -185,6 +196,16 @@ for _, b in ipairs({root, own}) do
       end
     end
   end
+end
+local epochName = ARGV[i]
+i = i + 1
+for _, b in ipairs({root, own}) do
+  b.known = ARGV[i]
+  i = i + 1
+end
+for _, b in ipairs({root, own}) do
+  b.seenAt = i
+  i = i + b.nd
 end
 
 -- The axes' level times are usually one write's now: parse each one once.
@@ -344,6 +365,128 @@ local function observe(b, j)
   if #hs > 0 then redis.call('HSET', b.S, unpack(hs)) end
 end
 
+-- The epoch names one life of a budget's state: a new one begins when its
+-- state hash is created. A caller that saw another epoch and finds the hash
+-- gone, or recreated by a caller that could not tell it was lost (ef),
+-- knows the state was lost (a restart without persistence, a failover, an
+-- eviction) and recovers it. A caller that saw none cannot tell a lost
+-- budget from a new one.
+local PLACEHOLDER = '\0lost ' -- a placeholder lease's name, before rv and its number
+
+-- begin names a new epoch of budget b: one generation past the caller's,
+-- the caller's name for it and now, so that it differs from every epoch
+-- anyone saw.
+local function begin(b)
+  return (tonumber(string.match(b.known, '^(%d+)%.')) or 0) + 1 .. '.' .. epochName .. '@' .. nowS
+end
+
+-- seen returns the use of budget b's j-th daily limit a's current window
+-- that the caller last saw, 0 if it saw another window or none.
+local function seen(b, a, j)
+  local ws, u = string.match(ARGV[b.seenAt + j - 1], '^(%S+) (%S+)$')
+  if ws and tonumber(ws) == a.ws then return tonumber(u) end
+  return 0
+end
+
+-- recover restarts budget b's state after a loss, from what the caller
+-- saw: every bucket empty (or lower) and dated now, so it refills at its
+-- rate and hands out no burst it never had; every daily window at least as
+-- used as the caller last saw it; every concurrency slot no live lease
+-- holds taken by a placeholder until the policy's lease TTL from now, for
+-- the calls granted before the loss, which take them over as they renew or
+-- settle (regrant). Queued tickets are gone with their records: their
+-- callers are charged again when they come back; a root whose hash was
+-- gone starts its line afresh. With lost false (a caller that saw an older
+-- epoch recovered the state already), only the daily windows are raised to
+-- what this caller saw.
+local function recover(b, lost)
+  local st = b.st
+  local hs, j = {}, 0
+  for k = 1, b.n do
+    local a = b.axes[k]
+    local id = a.id
+    if a.kind == DAILY then
+      j = j + 1
+      local u = seen(b, a, j)
+      if u > used(a) then
+        st['w' .. id], st['d' .. id] = fmt(a.ws), fmt(u)
+        hs[#hs + 1] = 'w' .. id; hs[#hs + 1] = st['w' .. id]
+        hs[#hs + 1] = 'd' .. id; hs[#hs + 1] = st['d' .. id]
+      end
+    elseif lost and a.kind == BUCKET then
+      local l = st['l' .. id] and level(a) or 0
+      if l > 0 then l = 0 end
+      st['l' .. id], st['t' .. id] = fmt(l), stamp(a)
+      hs[#hs + 1] = 'l' .. id; hs[#hs + 1] = st['l' .. id]
+      hs[#hs + 1] = 't' .. id; hs[#hs + 1] = st['t' .. id]
+    elseif lost then
+      local rv = fmt(now + tonumber(ARGV[6]))
+      local free = math.floor(a.cap) - redis.call('ZCOUNT', b.L, '(' .. nowS, '+inf')
+      for q = 1, free do redis.call('ZADD', b.L, rv, PLACEHOLDER .. rv .. ' ' .. q) end
+      st['lp'], st['rv'] = fmt(free > 0 and free or 0), rv
+      hs[#hs + 1] = 'lp'; hs[#hs + 1] = st['lp']
+      hs[#hs + 1] = 'rv'; hs[#hs + 1] = rv
+    end
+  end
+  if lost then
+    if b == root and not b.ep then redis.call('DEL', N, F, W) end
+    if not b.ep then b.ep = begin(b) end
+    st['ep'], st['ef'] = b.ep, nil
+    hs[#hs + 1] = 'ep'; hs[#hs + 1] = b.ep
+    redis.call('HDEL', b.S, 'ef')
+  end
+  if #hs > 0 then redis.call('HSET', b.S, unpack(hs)) end
+end
+
+for _, b in ipairs({root, own}) do
+  if b.ep ~= b.known then
+    if b.known ~= '' then
+      recover(b, not b.ep or b.st['ef'] ~= nil)
+    elseif not b.ep then
+      b.ep = begin(b)
+      b.st['ep'], b.st['ef'] = b.ep, '1'
+      redis.call('HSET', b.S, 'ep', b.ep, 'ef', '1')
+    end
+  end
+end
+
+-- regrant keeps, for ticket id whose record is gone, the grant it held on
+-- every budget with a concurrency limit: its own lease where it still has
+-- one (the record alone was evicted), else a placeholder recover left,
+-- until x (formatted µs), or releases it when x is nil. It reports whether
+-- the ticket held a grant so, changing nothing when one budget cannot say
+-- it did: never on budgets without a concurrency limit, where no lease
+-- says which calls ran.
+local function regrant(id, x)
+  local takes, any = {}, false
+  for _, b in ipairs(budgets) do
+    if b.conc then
+      any = true
+      local held = redis.call('ZSCORE', b.L, id)
+      if not (held and tonumber(held) > now) then
+        local rv, lp = b.st['rv'], tonumber(b.st['lp'] or '0')
+        if lp < 1 or tonumber(rv) <= now or not redis.call('ZSCORE', b.L, PLACEHOLDER .. rv .. ' ' .. lp) then
+          return false
+        end
+        takes[#takes + 1] = b
+      end
+    end
+  end
+  if not any then return false end
+  for _, b in ipairs(takes) do
+    local lp = tonumber(b.st['lp'])
+    redis.call('ZREM', b.L, PLACEHOLDER .. b.st['rv'] .. ' ' .. lp)
+    b.st['lp'] = fmt(lp - 1)
+    redis.call('HSET', b.S, 'lp', b.st['lp'])
+  end
+  for _, b in ipairs(budgets) do
+    if b.conc then
+      if x then redis.call('ZADD', b.L, x, id) else redis.call('ZREM', b.L, id) end
+    end
+  end
+  return true
+end
+
 -- member is t's entry in the queue zsets and the line.
 local function member(t, id)
   if t.q == '' then -- written before tickets had places in line
@@ -464,11 +607,27 @@ end
 -- '', now µs, then the cost ticket t holds charged (4 parts, 0 without
 -- t), then the grant's expiry µs or ''}, the times as num gives them;
 -- outcome 1 granted, 2 queued, 3 refused; reason as quota.Reason (1
--- capacity, 2 daily limit, 3 concurrency full, 4 paused).
+-- capacity, 2 daily limit, 3 concurrency full, 4 paused). Then each
+-- budget's epoch, root first, 0 when the caller passed it (an integer costs
+-- the caller less to read than an empty string), and for each daily limit
+-- of each budget its window as "start used", '' before its first charge:
+-- what a caller passes back.
 local function reply(outcome, wait, reason, axis, preason, lease, t, expiry)
   local r = {outcome, num(wait), reason, tonumber(axis) or 0, preason or '', lease and num(lease) or '', num(now), 0, 0, 0, 0,
-    expiry and num(expiry) or ''}
+    expiry and num(expiry) or '', root.ep ~= root.known and root.ep or 0}
   if t then r[8], r[9], r[10], r[11] = tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4) end
+  if own then r[14] = own.ep ~= own.known and own.ep or 0 end
+  for _, b in ipairs({root, own}) do
+    if b.daily then
+      for k = 1, b.n do
+        local a = b.axes[k]
+        if a.kind == DAILY then
+          local w = b.st['w' .. a.id]
+          r[#r + 1] = w and tonumber(w) == a.ws and w .. ' ' .. b.st['d' .. a.id] or ''
+        end
+      end
+    end
+  end
   return r
 end
 
@@ -825,7 +984,8 @@ elseif op == 'settle' then
   -- root's lesson (actual input over prompt), apply whether or not the
   -- ticket is held. A ticket no longer held is charged what the actual
   -- cost exceeds its charge by, on every budget, refunding nothing (its
-  -- estimate is still charged, and its call may have run). Reply 1, or 0
+  -- estimate is still charged, and its call may have run); if its record
+  -- alone is gone, it releases the grant it held (regrant). Reply 1, or 0
   -- if the ticket is not held as granted; a ticket reserved under another
   -- tenant replies {-1, that tenant} and changes nothing.
   local t, other = ticket()
@@ -849,6 +1009,7 @@ elseif op == 'settle' then
     if any then
       for _, b in ipairs(budgets) do adjust(b, over) end
     end
+    if regrant(ARGV[i + 4]) then held = 1 end
   end
   observe(root, i + 14)
   local prompt, input = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 2])
@@ -864,6 +1025,9 @@ elseif op == 'cancel' then
   if other then return wrongTenant(other) end
   if not t then
     redis.call('DEL', T)
+    for _, b in ipairs(budgets) do
+      if b.conc then redis.call('ZREM', b.L, ARGV[i]) end
+    end
     return 0
   end
   local m = member(t, ARGV[i])
@@ -879,13 +1043,18 @@ elseif op == 'cancel' then
 elseif op == 'renew' then
   -- ARGV: ticket id, TTL µs (within the policy's lease TTL). The grant's
   -- record and leases live that long from now, unless they already live
-  -- longer. Reply the time it now has left in µs, or '' if the ticket is
-  -- not held as granted; {-1, tenant} for a ticket reserved under another
-  -- tenant.
+  -- longer. A ticket whose record is gone keeps the grant it held
+  -- (regrant). Reply the time it now has left in µs, or '' if the ticket
+  -- is not held as granted; {-1, tenant} for a ticket reserved under
+  -- another tenant.
   local t, other = ticket()
   if other then return wrongTenant(other) end
-  if not t or t.s ~= 'g' then return '' end
   local exp = now + tonumber(ARGV[i + 1])
+  if not t then
+    if regrant(ARGV[i], fmt(exp)) then return fmt(exp - now) end
+    return ''
+  end
+  if t.s ~= 'g' then return '' end
   if tonumber(t.x) > exp then exp = tonumber(t.x) end
   local x = fmt(exp)
   for _, b in ipairs(budgets) do

@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -42,7 +44,9 @@ type Options struct {
 
 // Store is a quota.Store in Redis, shared by every process whose Store uses
 // the same server and Prefix. Build it with New; it is safe for concurrent
-// use and holds no state of its own beyond precomputed arguments.
+// use and holds no state of its own beyond precomputed arguments and, per
+// key, what it last saw of the key's state, to recover it from should
+// Redis lose it (see the package doc).
 type Store struct {
 	rdb   Client
 	clock quota.Clock
@@ -70,10 +74,11 @@ func New(rdb Client, ps quota.Policies, opts Options) (*Store, error) {
 			Fix:     `use letters, digits and punctuation other than braces, e.g. "tollgate"`}
 	}
 	s := &Store{rdb: rdb, clock: opts.Clock, ps: ps, keys: make(map[quota.Key]*keyState)}
+	name := epochName()
 	for _, k := range ps.Keys() {
 		_, p, _ := ps.Lookup(k)
 		_, ap, nested := ps.Account(k)
-		s.keys[k] = newKeyState(prefix, k, p, ap, nested)
+		s.keys[k] = newKeyState(prefix, k, p, ap, nested, name)
 	}
 	return s, nil
 }
@@ -128,9 +133,10 @@ func (s *Store) decision(ks *keyState, res []any, local time.Time, r quota.Reser
 	if outcome == -1 && len(res) == 2 {
 		return quota.Decision{}, quota.WrongTenantError(r.Key, r.Ticket, toString(res, 1))
 	}
-	if len(res) != 12 || outcome < int64(quota.Granted) || outcome > int64(quota.Refused) {
+	if len(res) != 12+len(ks.epochs)+len(ks.seen) || outcome < int64(quota.Granted) || outcome > int64(quota.Refused) {
 		return quota.Decision{}, fmt.Errorf("redis: reserve %s: unexpected script reply %v", ks.key, res)
 	}
+	ks.remember(res[12:])
 	at := s.timeFrom(toFloat(res, 6), local)
 	d := quota.Decision{
 		Outcome:     quota.Outcome(outcome),
@@ -334,6 +340,14 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 			Cost: quota.Cost{Requests: toInt(res, j+2), Tokens: toInt(res, j+3), InputTokens: toInt(res, j+4), OutputTokens: toInt(res, j+5)}})
 	}
 	return snap, nil
+}
+
+// epochName returns a name for the epochs of key state a Store begins:
+// random, so that every store's differ (see lua.go).
+func epochName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 func (s *Store) lookup(k quota.Key) (*keyState, error) {
