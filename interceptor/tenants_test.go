@@ -3,14 +3,22 @@ package interceptor_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/activities"
@@ -19,6 +27,7 @@ import (
 	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
 	"github.com/tollgate/tollgate/testsuite/redistest"
+	"github.com/tollgate/tollgate/workflows"
 )
 
 func tenantKey(model, tenant string) quota.Key {
@@ -94,15 +103,16 @@ func TestProviderSignalOnATenantsCallStopsItsAccount(t *testing.T) {
 
 // Tenants' fair share of a saturated account, end to end: tenant loud
 // starts loudCalls calls at once on one key, many times what the account
-// allows a second; once they are all in line, tenant quiet starts
-// quietCalls. The account's line serves the two tenants in turn, so quiet's
+// allows a second; once they are all in line, tenant quiet's quietCalls
+// calls arrive (held back until then, so that they arrive at that moment
+// however slowly this machine starts workflows). The account's line serves the two tenants in turn, so quiet's
 // calls all complete before loud's hundredth, where a first-come line would
-// run them after loud's last; and the provider never sees more than the
-// account's limit.
+// run them after loud's last; the account's budget holds throughout, and
+// the provider refuses no call.
 func TestQuietTenantIsNotStarved(t *testing.T) {
 	const (
 		model      = "gpt-fair"
-		limit      = 20 // requests a second, the provider's and the account's
+		limit      = 20 // requests a second, the provider's and the account's (less its headroom)
 		loudCalls  = 200
 		quietCalls = 10
 	)
@@ -111,17 +121,22 @@ func TestQuietTenantIsNotStarved(t *testing.T) {
 		Latency: llmsim.Latency{Fixed: 20 * time.Millisecond},
 	})
 	// One policy, the account's: both tenants are charged to it and weigh
-	// 1 each, the default.
-	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{
-		openaiKey(model): {Limits: []quota.Limit{quota.Per(quota.Requests, limit, time.Second)}},
-	})
+	// 1 each, the default. Its headroom keeps a tenth of the provider's
+	// limit unused, as a fleet should: on a machine short of CPU, a call
+	// granted on time can reach the provider late and meet the next one
+	// there.
+	account := quota.Policy{Limits: []quota.Limit{quota.Per(quota.Requests, limit, time.Second)}, Headroom: 0.1}
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{openaiKey(model): account})
 	require.NoError(t, err)
 	store, err := redis.New(redistest.Start(t), ps, redis.Options{})
 	require.NoError(t, err)
-	ic, sl := e.startWorker(interceptor.Options{Store: store})
+	granted := &grantClock{}
+	held := &holdBack{prefix: "quiet-", release: make(chan struct{})}
+	ic, sl := e.startWorkerAround(interceptor.Options{Store: store}, []sdkinterceptor.WorkerInterceptor{held}, granted)
 
 	// loud's burst reaches the store at once, however slowly this machine
-	// starts workflows.
+	// starts workflows; quiet's calls are held back until it has, then
+	// reach the store together.
 	g := newGate(loudCalls)
 	sl.gate.Store(g)
 	var runs []client.WorkflowRun
@@ -132,15 +147,18 @@ func TestQuietTenantIsNotStarved(t *testing.T) {
 			runs = append(runs, e.start(fmt.Sprintf("%s-%d", tenant, i), in))
 		}
 	}
+	start("quiet", quietCalls)
 	start("loud", loudCalls)
 	require.True(t, g.wait(time.Minute), "all %d of loud's calls reached the worker (%d did)", loudCalls, g.arrived.Load())
 	require.Eventually(t, func() bool {
 		st := ic.Stats()
 		return st.Admitted+st.Queued >= loudCalls
 	}, 30*time.Second, 5*time.Millisecond, "every call of loud's burst was admitted or took its place in line")
+	require.Eventually(t, func() bool { return held.arrived.Load() == quietCalls }, 30*time.Second, 5*time.Millisecond,
+		"quiet's calls reached the worker")
 	before := ic.Stats()
-	require.Less(t, before.Admitted, int64(loudCalls/2), "quiet starts while most of loud's burst waits in line")
-	start("quiet", quietCalls)
+	require.Less(t, before.Admitted, int64(loudCalls/2), "quiet's calls arrive while most of loud's burst waits in line")
+	close(held.release)
 	for i, run := range runs {
 		_, err := e.result(run)
 		require.NoError(t, err, "workflow %d", i)
@@ -151,18 +169,130 @@ func TestQuietTenantIsNotStarved(t *testing.T) {
 	slices.SortFunc(loud, time.Time.Compare)
 	slices.SortFunc(quiet, time.Time.Compare)
 	hundredth, lastQuiet := loud[99], quiet[len(quiet)-1]
-	t.Logf("quiet started after loud's %d admitted calls; quiet's last call completed %s after the burst's first, loud's 100th %s after, loud's last %s after",
+	t.Logf("quiet's calls arrived after loud's %d admitted calls; quiet's last call completed %s after the burst's first, loud's 100th %s after, loud's last %s after",
 		before.Admitted, lastQuiet.Sub(loud[0]).Round(time.Millisecond), hundredth.Sub(loud[0]).Round(time.Millisecond),
 		loud[len(loud)-1].Sub(loud[0]).Round(time.Millisecond))
+	if !lastQuiet.Before(hundredth) {
+		for i := range quietCalls {
+			id := fmt.Sprintf("quiet-%d", i)
+			events := e.history(id)
+			done, _ := activityCompleted(events)
+			for _, r := range activityRuns(events) {
+				t.Logf("%s: scheduled %s, attempt %d started %s after %s (%s), completed %s (loud's %dth)", id,
+					r.scheduled.Sub(loud[0]).Round(time.Millisecond), r.attempt, r.started.Sub(loud[0]).Round(time.Millisecond),
+					r.lastFailure, r.lastRetryDelay, done.Sub(loud[0]).Round(time.Millisecond), rank(loud, done))
+			}
+		}
+	}
 	require.True(t, lastQuiet.Before(hundredth),
 		"quiet's last call completed at loud's %dth of %d: the quiet tenant waited behind the loud one's burst",
 		rank(loud, lastQuiet), loudCalls)
 
 	st := e.sim.Stats(model)
 	e.explain429s("loud", model, loudCalls)
-	require.Zero(t, st.TooManyRequests, "the provider never saw more than the account's limit")
+	require.Zero(t, st.TooManyRequests, "the provider never refused a call")
 	require.EqualValues(t, loudCalls+quietCalls, st.Accepted)
 	require.EqualValues(t, loudCalls+quietCalls, ic.Stats().Admitted)
+	// The account's budget held throughout: in every stretch of time, no
+	// more calls were granted than its bucket holds and earns meanwhile
+	// (one more for the clock read after each grant).
+	budget := float64(account.Effective(limit))
+	times := granted.sorted()
+	require.Len(t, times, loudCalls+quietCalls)
+	for i := range times {
+		for j := i; j < len(times); j++ {
+			most := budget + budget*times[j].Sub(times[i]).Seconds() + 1
+			require.LessOrEqual(t, float64(j-i+1), most, "calls granted from %s to %s", times[i].Format("05.000"), times[j].Format("05.000"))
+		}
+	}
+}
+
+// grantClock is a worker interceptor placed inside Tollgate's: it sees
+// only the attempts Tollgate granted, and records when each began.
+type grantClock struct {
+	sdkinterceptor.WorkerInterceptorBase
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (g *grantClock) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
+	i := &grantClockInbound{g: g}
+	i.Next = next
+	return i
+}
+
+type grantClockInbound struct {
+	sdkinterceptor.ActivityInboundInterceptorBase
+	g *grantClock
+}
+
+func (i *grantClockInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
+	now := time.Now()
+	i.g.mu.Lock()
+	i.g.times = append(i.g.times, now)
+	i.g.mu.Unlock()
+	return i.Next.ExecuteActivity(ctx, in)
+}
+
+func (g *grantClock) sorted() []time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := slices.Clone(g.times)
+	slices.SortFunc(out, time.Time.Compare)
+	return out
+}
+
+// holdBack is a worker interceptor placed outside Tollgate's: it holds the
+// first attempt of each call whose workflow id starts with prefix until
+// release is closed, and counts those it holds.
+type holdBack struct {
+	sdkinterceptor.WorkerInterceptorBase
+	prefix  string
+	arrived atomic.Int64
+	release chan struct{}
+}
+
+func (h *holdBack) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
+	i := &holdBackInbound{h: h}
+	i.Next = next
+	return i
+}
+
+type holdBackInbound struct {
+	sdkinterceptor.ActivityInboundInterceptorBase
+	h *holdBack
+}
+
+func (i *holdBackInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
+	info := activity.GetInfo(ctx)
+	if info.Attempt == 1 && strings.HasPrefix(info.WorkflowExecution.ID, i.h.prefix) {
+		i.h.arrived.Add(1)
+		select {
+		case <-i.h.release:
+		case <-ctx.Done():
+		}
+	}
+	return i.Next.ExecuteActivity(ctx, in)
+}
+
+// startWorkerAround is startWorker with outer interceptors placed outside
+// the slots counter and inner ones inside Tollgate's.
+func (e *env) startWorkerAround(opts interceptor.Options, outer []sdkinterceptor.WorkerInterceptor, inner ...sdkinterceptor.WorkerInterceptor) (*interceptor.WorkerInterceptor, *slots) {
+	e.t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	ic, err := interceptor.New(opts)
+	require.NoError(e.t, err)
+	sl := &slots{}
+	w := worker.New(e.client, e.taskQueue, worker.Options{
+		Interceptors: slices.Concat(outer, []sdkinterceptor.WorkerInterceptor{sl, ic}, inner),
+	})
+	activities.Register(w, e.activities())
+	workflows.Register(w)
+	require.NoError(e.t, w.Start())
+	e.t.Cleanup(w.Stop)
+	return ic, sl
 }
 
 // completions reads when each of n one-call workflows' activity completed,
