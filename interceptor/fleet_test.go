@@ -33,15 +33,23 @@ func burstPolicy() quota.Policy {
 	return quota.Policy{Limits: []quota.Limit{quota.Per(quota.Requests, burstLimit, time.Second)}}
 }
 
-// burst starts n one-turn workflows at once and waits for them all, while
-// sampling the activity slots held on the workers after the first wave is
-// admitted. It returns the most slots seen held at once while calls waited.
+// burst starts n one-turn workflows at once and waits for them all. Their
+// first executions (the calls, or with WaitInWorkflow the places) are held
+// at a gate until all n have arrived, so the burst reaches Tollgate at once
+// however slowly this machine starts workflows. After the first wave is
+// admitted, it samples the activity slots held on the workers, and returns
+// the most seen held at once while calls waited.
 func (e *env) burst(prefix, model string, n int, sl ...*slots) (peakWhileWaiting int64) {
 	e.t.Helper()
+	g := newGate(n)
+	for _, s := range sl {
+		s.gate.Store(g)
+	}
 	runs := make([]client.WorkflowRun, n)
 	for i := range runs {
 		runs[i] = e.start(fmt.Sprintf("%s-%d", prefix, i), agent(model))
 	}
+	require.True(e.t, g.wait(time.Minute), "all %d calls of the burst reached the workers (%d did)", n, g.arrived.Load())
 	var done atomic.Bool
 	var wg sync.WaitGroup
 	wg.Add(1)

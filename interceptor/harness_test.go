@@ -94,6 +94,46 @@ type slots struct {
 	now, peak atomic.Int64
 	// ended holds when each attempt returned, by workflow id and attempt.
 	ended sync.Map
+	// gate, when set, holds executions back until a burst has gathered.
+	gate atomic.Pointer[gate]
+}
+
+// gate holds back the first n activity executions the workers sharing it
+// see (local activities included) until all n have arrived, then lets every
+// execution through at once: a burst that outruns a limit however slowly
+// the machine starts its workflows.
+type gate struct {
+	n       int64
+	arrived atomic.Int64
+	open    chan struct{}
+	opened  atomic.Bool
+}
+
+func newGate(n int) *gate { return &gate{n: int64(n), open: make(chan struct{})} }
+
+// pass waits for the gate to open, if the caller is among its first n.
+func (g *gate) pass(ctx context.Context) {
+	switch k := g.arrived.Add(1); {
+	case k > g.n:
+		return
+	case k == g.n:
+		g.opened.Store(true)
+		close(g.open)
+	}
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+	}
+}
+
+// wait waits until the gate has opened or d has passed, and says which.
+func (g *gate) wait(d time.Duration) bool {
+	select {
+	case <-g.open:
+		return true
+	case <-time.After(d):
+		return false
+	}
 }
 
 type attemptOf struct {
@@ -122,6 +162,9 @@ func (s *slots) InterceptActivity(ctx context.Context, next sdkinterceptor.Activ
 }
 
 func (i *slotsInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
+	if g := i.s.gate.Load(); g != nil {
+		g.pass(ctx)
+	}
 	n := i.s.now.Add(1)
 	for {
 		p := i.s.peak.Load()

@@ -30,7 +30,7 @@ func New(opts Options) (*WorkerInterceptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	ins, err := newInstruments(opts.Meter, metered)
+	ins, err := newInstruments(opts.Meter, metered, opts.Tenants)
 	if err != nil {
 		return nil, fmt.Errorf("interceptor: metrics: %w", err)
 	}

@@ -76,10 +76,21 @@ const (
 	MetricStoreLatency = "tollgate.store.latency"
 )
 
+// Values of the tenant attribute beside the tenants named in
+// Options.Tenants.
+const (
+	// NoTenant is the tenant attribute of untenanted calls.
+	NoTenant = "none"
+	// OtherTenants is the tenant attribute of every tenant not named in
+	// Options.Tenants.
+	OtherTenants = "other"
+)
+
 // instruments are Tollgate's metrics. With no Meter configured they record
 // nothing and cost nothing: no attribute is built on the admission path.
 type instruments struct {
 	on           bool
+	tenants      map[string]bool // named in the tenant attribute
 	admissions   metric.Int64Counter
 	retryAfter   metric.Float64Histogram
 	provider     metric.Int64Counter
@@ -89,8 +100,11 @@ type instruments struct {
 	storeLatency metric.Float64Histogram
 }
 
-func newInstruments(m metric.Meter, on bool) (*instruments, error) {
-	ins := instruments{on: on}
+func newInstruments(m metric.Meter, on bool, tenants []string) (*instruments, error) {
+	ins := instruments{on: on, tenants: make(map[string]bool, len(tenants))}
+	for _, t := range tenants {
+		ins.tenants[t] = true
+	}
 	var err error
 	if ins.admissions, err = m.Int64Counter(MetricAdmissions,
 		metric.WithDescription("Governed attempts by decision (granted, queued, refused; ungoverned when the key has no policy), reason and binding axis.")); err != nil {
@@ -125,13 +139,26 @@ func newInstruments(m metric.Meter, on bool) (*instruments, error) {
 	return &ins, nil
 }
 
-func keyAttr(k quota.Key) attribute.KeyValue { return attribute.String("key", k.String()) }
+// keyAttrs returns the attributes naming k: its account as key, and its
+// tenant as tenant (NoTenant, or OtherTenants for a tenant not named).
+func (ins *instruments) keyAttrs(k quota.Key) (key, tenant attribute.KeyValue) {
+	t := NoTenant
+	switch {
+	case k.Tenant == "":
+	case ins.tenants[k.Tenant]:
+		t = k.Tenant
+	default:
+		t = OtherTenants
+	}
+	return attribute.String("key", k.WithoutTenant().String()), attribute.String("tenant", t)
+}
 
 func (ins *instruments) admission(ctx context.Context, k quota.Key, d quota.Decision) {
 	if !ins.on {
 		return
 	}
-	ins.admissions.Add(ctx, 1, metric.WithAttributes(keyAttr(k),
+	key, tenant := ins.keyAttrs(k)
+	ins.admissions.Add(ctx, 1, metric.WithAttributes(key, tenant,
 		attribute.String("decision", d.Outcome.String()),
 		attribute.String("reason", d.Reason.String()),
 		attribute.String("axis", axisName(d.Axis))))
@@ -142,7 +169,8 @@ func (ins *instruments) ungoverned(ctx context.Context, k quota.Key) {
 	if !ins.on {
 		return
 	}
-	ins.admissions.Add(ctx, 1, metric.WithAttributes(keyAttr(k),
+	key, tenant := ins.keyAttrs(k)
+	ins.admissions.Add(ctx, 1, metric.WithAttributes(key, tenant,
 		attribute.String("decision", "ungoverned"),
 		attribute.String("reason", "no_policy"),
 		attribute.String("axis", "none")))
@@ -152,7 +180,8 @@ func (ins *instruments) retry(ctx context.Context, k quota.Key, source string, d
 	if !ins.on {
 		return
 	}
-	ins.retryAfter.Record(ctx, d.Seconds(), metric.WithAttributes(keyAttr(k), attribute.String("source", source)))
+	key, tenant := ins.keyAttrs(k)
+	ins.retryAfter.Record(ctx, d.Seconds(), metric.WithAttributes(key, tenant, attribute.String("source", source)))
 }
 
 func (ins *instruments) store(ctx context.Context, op string, start time.Time) {
@@ -175,7 +204,8 @@ func (ins *instruments) count(ctx context.Context, c metric.Int64Counter, k quot
 	if !ins.on {
 		return
 	}
-	c.Add(ctx, 1, metric.WithAttributes(keyAttr(k), attribute.String("class", class)))
+	key, tenant := ins.keyAttrs(k)
+	c.Add(ctx, 1, metric.WithAttributes(key, tenant, attribute.String("class", class)))
 }
 
 // fallback counts a FallbackWorkflow child started for a call to from.

@@ -108,6 +108,13 @@ type Options struct {
 
 	// Meter records Tollgate's metrics. Default: a no-op meter.
 	Meter metric.Meter
+	// Tenants are the tenants whose calls the metrics count under their
+	// own name (the tenant attribute); every other tenant's are counted
+	// under OtherTenants, so a product serving many customers keeps a
+	// bounded set of series. The key attribute names the account
+	// (provider/account/model) either way. The worker names the tenants
+	// of its policies file. Default: none.
+	Tenants []string
 	// Logger receives the few events worth a line (a spend cap, a store
 	// outage). Default slog.Default().
 	Logger *slog.Logger

@@ -5,12 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/tollgate/tollgate/activities"
+	"github.com/tollgate/tollgate/internal/hostport"
 	"github.com/tollgate/tollgate/quota/failover"
 )
 
@@ -351,12 +351,12 @@ func (c Config) HasProviderKey() bool {
 // nothing.
 func (c Config) Validate() error {
 	if c.TemporalAddress != "" {
-		if err := checkHostPort(c.TemporalAddress); err != nil {
+		if err := hostport.Check(c.TemporalAddress); err != nil {
 			return &ConfigError{Env: "TEMPORAL_ADDRESS", Value: c.TemporalAddress, Problem: "is not host:port", Fix: `use e.g. "127.0.0.1:7233"`, Err: err}
 		}
 	}
 	if c.MetricsAddr != "" && c.MetricsAddr != "off" {
-		if err := checkHostPort(c.MetricsAddr); err != nil {
+		if err := hostport.Check(c.MetricsAddr); err != nil {
 			return &ConfigError{Env: "METRICS_ADDR", Value: c.MetricsAddr, Problem: "is not host:port", Fix: `use e.g. ":9464" or "off"`, Err: err}
 		}
 	}
@@ -440,17 +440,6 @@ func (c Config) Validate() error {
 		if _, err := LoadPolicies(c.Policies); err != nil {
 			return &ConfigError{Env: "POLICIES", Value: c.Policies, Problem: "cannot be used", Fix: oneLine(err.Error()), Err: err}
 		}
-	}
-	return nil
-}
-
-func checkHostPort(s string) error {
-	_, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return err
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return fmt.Errorf("port %q is not a number in [0, 65535]", port)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 	_ "time/tzdata" // a policy's zone (Gemini's America/Los_Angeles) loads on any host, distroless or scratch images included
@@ -25,6 +26,20 @@ type Budgets struct {
 	// Fallbacks maps "provider/model" or "provider/account/model" to the
 	// backups tried in order (interceptor.Options.Fallbacks).
 	Fallbacks map[string][]string
+}
+
+// Tenants returns the tenants the budgets name, sorted and each once: the
+// tenants the metrics count under their own name
+// (interceptor.Options.Tenants).
+func (b Budgets) Tenants() []string {
+	var out []string
+	for _, k := range b.Policies.Keys() {
+		if k.Tenant != "" && !slices.Contains(out, k.Tenant) {
+			out = append(out, k.Tenant)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // policiesFile is the YAML layout of a policies file:

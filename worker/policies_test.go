@@ -2,6 +2,7 @@ package worker
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,5 +85,21 @@ func TestParsePoliciesRejectsEachBadField(t *testing.T) {
 				require.NotEmpty(t, pe.Fix, "every error says how to fix it")
 			}
 		})
+	}
+}
+
+// The tenants a policies file names are the ones metrics count by name.
+func TestBudgetsNameTheirTenants(t *testing.T) {
+	b, err := ParsePolicies([]byte(`policies:
+  - {provider: openai, model: gpt-4o, limits: {requests_per_minute: 10}}
+  - {provider: openai, model: gpt-4o, tenant: beta, limits: {requests_per_minute: 5}}
+  - {provider: openai, model: gpt-4o-mini, tenant: acme, limits: {requests_per_minute: 5}}
+  - {provider: openai, model: gpt-4o, tenant: acme, limits: {requests_per_minute: 5}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.Tenants(), []string{"acme", "beta"}; !slices.Equal(got, want) {
+		t.Fatalf("Tenants() = %q, want %q", got, want)
 	}
 }

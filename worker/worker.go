@@ -87,6 +87,7 @@ func Start(ctx context.Context, cfg Config, b Budgets, logger *slog.Logger) (w *
 		Fallbacks:      w.budgets.Fallbacks,
 		WaitInWorkflow: cfg.WaitInWorkflow,
 		Meter:          meter,
+		Tenants:        w.budgets.Tenants(),
 		Logger:         logger,
 	}); err != nil {
 		return w, fmt.Errorf("worker: interceptor: %w", err)

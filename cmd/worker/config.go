@@ -1,11 +1,9 @@
 package main
 
 import (
-	"fmt"
 	"io"
-	"net"
-	"strconv"
 
+	"github.com/tollgate/tollgate/internal/hostport"
 	"github.com/tollgate/tollgate/worker"
 )
 
@@ -103,7 +101,7 @@ func (c config) validate() error {
 		if a.v == "" || (a.offOK && a.v == "off") {
 			continue
 		}
-		if err := checkHostPort(a.v); err != nil {
+		if err := hostport.Check(a.v); err != nil {
 			fix := `use e.g. "127.0.0.1:7233" ("127.0.0.1:0" for a free port)`
 			if a.offOK {
 				fix = `use e.g. "127.0.0.1:8233" ("0.0.0.0:8233" to be reached from other hosts), or "off"`
@@ -115,18 +113,6 @@ func (c config) validate() error {
 		if _, err := c.simProfile(); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// checkHostPort reports whether s is host:port with a port in [0, 65535].
-func checkHostPort(s string) error {
-	_, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return err
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return fmt.Errorf("port %q is not a number in [0, 65535]", port)
 	}
 	return nil
 }

@@ -42,6 +42,15 @@ type keyState struct {
 	// script's reserve, settle and snapshot read them.
 	calibrates bool
 	calib      [3]any
+	// epoch is the epoch of the key's state this store last saw ("" for
+	// none) and seen, per daily limit, the window it last saw ("start
+	// used", or ""), as the script's reserve reply gave them: passed back
+	// as they are, so that a script finding the state lost recovers it from
+	// what was known (see lua.go), at no cost to a call. name is the
+	// store's name for an epoch it begins.
+	epoch atomic.Value
+	seen  []atomic.Value
+	name  any
 }
 
 // dailyArgs caches the midnights of every daily limit for one stretch of the
@@ -51,9 +60,10 @@ type dailyArgs struct {
 	args     []any
 }
 
-func newKeyState(prefix string, k quota.Key, p quota.Policy) *keyState {
+func newKeyState(prefix string, k quota.Key, p quota.Policy, name string) *keyState {
 	tag := prefix + ":{" + k.String() + "}"
-	ks := &keyState{key: k, policy: p, state: tag, leases: tag + ":leases", queue: tag + ":queue", ticket: tag + ":t:"}
+	ks := &keyState{key: k, policy: p, state: tag, leases: tag + ":leases", queue: tag + ":queue", ticket: tag + ":t:", name: name}
+	ks.epoch.Store("")
 	adopt := "0"
 	if p.AdoptObservedLimits {
 		adopt = "1"
@@ -84,6 +94,10 @@ func newKeyState(prefix string, k quota.Key, p quota.Policy) *keyState {
 		ks.static = append(ks.static, axisID(a), kind, strconv.FormatInt(p.Effective(l.Capacity), 10), period)
 	}
 	ks.static[4] = strconv.Itoa(n)
+	ks.seen = make([]atomic.Value, len(ks.zones))
+	for i := range ks.seen {
+		ks.seen[i].Store("")
+	}
 	ks.calib = [3]any{"0", "0", "0"}
 	if c := p.Calibration; !c.Off {
 		ks.calibrates = true
@@ -124,10 +138,29 @@ func (ks *keyState) ttl(ttl time.Duration) any {
 // each caller passes is boxed without allocating.
 func (ks *keyState) args(op any, now string, local time.Time, extra int) []any {
 	daily := ks.dailyArgs(local)
-	args := make([]any, 0, 2+len(ks.static)+len(daily)+extra)
+	args := make([]any, 0, 4+len(ks.static)+len(daily)+len(ks.seen)+extra)
 	args = append(args, op, now)
 	args = append(args, ks.static...)
-	return append(args, daily...)
+	args = append(args, daily...)
+	args = append(args, ks.epoch.Load(), ks.name)
+	for i := range ks.seen {
+		args = append(args, ks.seen[i].Load())
+	}
+	return args
+}
+
+// remember keeps what a reserve reply says of the key's state (see lua.go's
+// reply): its epoch, when the store did not know it (else 0), and its daily
+// windows.
+func (ks *keyState) remember(res []any) {
+	if e, ok := res[0].(string); ok && e != "" {
+		ks.epoch.Store(res[0])
+	}
+	for i := range ks.seen {
+		if _, ok := res[1+i].(string); ok {
+			ks.seen[i].Store(res[1+i])
+		}
+	}
 }
 
 // observations appends obs to args as the script's observe reads them (a

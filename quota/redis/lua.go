@@ -22,6 +22,9 @@ import goredis "github.com/redis/go-redis/v9"
 //	7  n, the number of limits, then n × (axis, kind, effective capacity,
 //	   period µs), in quota.Axes() order
 //	…  for each daily limit, 6 midnights (unix µs) around the caller's clock
+//	…  the epoch of the key's state the caller last saw ('' for none), a
+//	   name for a new one, then for each daily limit the window the caller
+//	   last saw, "start used" as the reserve reply gave it, or ''
 //	…  the op's own arguments (see each op below)
 //
 // State hash fields, per axis id a: l<a>/t<a> bucket level and the time it
@@ -29,7 +32,9 @@ import goredis "github.com/redis/go-redis/v9"
 // c<a> adopted effective capacity and o<a> the configured effective capacity
 // it was adopted under; pu/pr pause end and reason; er/et the learned
 // estimate ratio and the time it was learned at, e1/e2 its last two samples
-// (quota.Ratio). An adopted capacity
+// (quota.Ratio); ep the state's epoch, ef set while nobody can tell whether
+// it replaced a lost one, rv when the placeholder leases of the last
+// recovery lapse and lp how many are left (see recover). An adopted capacity
 // counts only for a policy that adopts and is configured as o<a> says, so a
 // changed configuration wins over what an earlier one adopted. The state
 // hash and lease zset have no TTL: there is one of each per key with a
@@ -104,6 +109,7 @@ local adopts = ARGV[6] == '1'
 local n = tonumber(ARGV[7])
 local axes = {}
 local conc, daily
+local nd = 0 -- daily limits
 local lastP, period -- axes usually share a period: parse each one once
 local i = 8
 for k = 1, n do
@@ -139,6 +145,7 @@ if daily then
         return redis.error_reply('ERR tollgate: clock ' .. now .. ' is outside the daily windows passed for axis ' .. a.id .. '; the caller clock and Redis TIME disagree by days')
       end
       i = i + 6
+      nd = nd + 1
     end
   end
 end
@@ -308,6 +315,109 @@ local function sweep()
     redis.call('ZREM', Q, m)
   end
 end
+
+-- The epoch names one life of the key's state: a new one begins when the
+-- state hash is created. A caller that saw another epoch and finds the
+-- hash gone, or recreated by a caller that could not tell it was lost
+-- (ef), knows the state was lost (a restart without persistence, a
+-- failover, an eviction) and recovers it. A caller that saw none cannot
+-- tell a lost key from a new one.
+local known, seenAt = ARGV[i], i + 2
+local ep = st['ep']
+local PLACEHOLDER = '\0lost ' -- a placeholder lease's name, before rv and its number
+
+-- begin names a new epoch: one generation past the caller's, the caller's
+-- name for it and now, so that it differs from every epoch anyone saw.
+local function begin()
+  return (tonumber(string.match(known, '^(%d+)%.')) or 0) + 1 .. '.' .. ARGV[i + 1] .. '@' .. nowS
+end
+
+-- seen returns the use of the j-th daily limit a's current window that the
+-- caller last saw, 0 if it saw another window or none.
+local function seen(a, j)
+  local ws, u = string.match(ARGV[seenAt + j - 1], '^(%S+) (%S+)$')
+  if ws and tonumber(ws) == a.ws then return tonumber(u) end
+  return 0
+end
+
+-- recover restarts the key's state after a loss, from what the caller saw:
+-- every bucket empty (or lower) and dated now, so it refills at its rate
+-- and hands out no burst it never had; every daily window at least as used
+-- as the caller last saw it; every concurrency slot no live lease holds
+-- taken by a placeholder until the policy's lease TTL from now, for the
+-- calls granted before the loss, which take them over as they renew or
+-- settle (regrant). Queued tickets are gone with their records: their
+-- callers are charged again when they come back. With lost false (a
+-- caller that saw an older epoch recovered the state already), only the
+-- daily windows are raised to what this caller saw.
+local function recover(lost)
+  local hs, j = {}, 0
+  for k = 1, n do
+    local a = axes[k]
+    local id = a.id
+    if a.kind == DAILY then
+      j = j + 1
+      local u = seen(a, j)
+      if u > used(a) then
+        st['w' .. id], st['d' .. id] = fmt(a.ws), fmt(u)
+        hs[#hs + 1] = 'w' .. id; hs[#hs + 1] = st['w' .. id]
+        hs[#hs + 1] = 'd' .. id; hs[#hs + 1] = st['d' .. id]
+      end
+    elseif lost and a.kind == BUCKET then
+      local l = st['l' .. id] and level(a) or 0
+      if l > 0 then l = 0 end
+      st['l' .. id], st['t' .. id] = fmt(l), stamp(a)
+      hs[#hs + 1] = 'l' .. id; hs[#hs + 1] = st['l' .. id]
+      hs[#hs + 1] = 't' .. id; hs[#hs + 1] = st['t' .. id]
+    elseif lost then
+      local rv = fmt(now + tonumber(ARGV[4]))
+      local free = math.floor(a.cap) - redis.call('ZCOUNT', L, '(' .. nowS, '+inf')
+      for q = 1, free do redis.call('ZADD', L, rv, PLACEHOLDER .. rv .. ' ' .. q) end
+      st['lp'], st['rv'] = fmt(free > 0 and free or 0), rv
+      hs[#hs + 1] = 'lp'; hs[#hs + 1] = st['lp']
+      hs[#hs + 1] = 'rv'; hs[#hs + 1] = rv
+    end
+  end
+  if lost then
+    if not ep then ep = begin() end
+    st['ep'], st['ef'] = ep, nil
+    hs[#hs + 1] = 'ep'; hs[#hs + 1] = ep
+    redis.call('HDEL', S, 'ef')
+  end
+  if #hs > 0 then redis.call('HSET', S, unpack(hs)) end
+end
+
+if ep ~= known then
+  if known ~= '' then
+    recover(not ep or st['ef'] ~= nil)
+  elseif not ep then
+    ep = begin()
+    st['ep'], st['ef'] = ep, '1'
+    redis.call('HSET', S, 'ep', ep, 'ef', '1')
+  end
+end
+i = i + 2 + nd
+
+-- regrant keeps, for ticket id whose record is gone, the grant it held: its
+-- own lease if it still has one (the record alone was evicted), else a
+-- placeholder recover left, until x (formatted µs), or releases it when x
+-- is nil. It reports whether the ticket held a grant so: never on a key
+-- without a concurrency limit, where no lease says which calls ran.
+local function regrant(id, x)
+  if not conc then return false end
+  local held = redis.call('ZSCORE', L, id)
+  if not (held and tonumber(held) > now) then
+    local rv, lp = st['rv'], tonumber(st['lp'] or '0')
+    if lp < 1 or tonumber(rv) <= now or redis.call('ZREM', L, PLACEHOLDER .. rv .. ' ' .. lp) == 0 then
+      return false
+    end
+    st['lp'] = fmt(lp - 1)
+    redis.call('HSET', S, 'lp', st['lp'])
+  end
+  if x then redis.call('ZADD', L, x, id) else redis.call('ZREM', L, id) end
+  return true
+end
+
 sweep()
 
 local function ticket()
@@ -342,11 +452,23 @@ end
 -- '', now µs, then the cost ticket t holds charged (4 parts, 0 without
 -- t), then the grant's expiry µs or ''}, the times as num gives them;
 -- outcome 1 granted, 2 queued, 3 refused; reason as quota.Reason (1
--- capacity, 2 daily limit, 3 concurrency full, 4 paused).
+-- capacity, 2 daily limit, 3 concurrency full, 4 paused). Then the key's
+-- epoch, 0 when the caller passed it (an integer costs the caller less to
+-- read than an empty string), and for each daily limit its window as
+-- "start used", '' before its first charge: what a caller passes back.
 local function reply(outcome, wait, reason, axis, preason, lease, t, expiry)
   local r = {outcome, num(wait), reason, tonumber(axis) or 0, preason or '', lease and num(lease) or '', num(now), 0, 0, 0, 0,
-    expiry and num(expiry) or ''}
+    expiry and num(expiry) or '', ep ~= known and ep or 0}
   if t then r[8], r[9], r[10], r[11] = tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4) end
+  if daily then
+    for k = 1, n do
+      local a = axes[k]
+      if a.kind == DAILY then
+        local w = st['w' .. a.id]
+        r[#r + 1] = w and tonumber(w) == a.ws and w .. ' ' .. st['d' .. a.id] or ''
+      end
+    end
+  end
   return r
 end
 
@@ -540,8 +662,9 @@ elseif op == 'settle' then
   -- actual the ratio's lesson (actual input over prompt), apply whether or
   -- not the ticket is held. A ticket no longer held is charged what the
   -- actual cost exceeds its charge by, refunding nothing (its estimate is
-  -- still charged, and its call may have run). Reply 1, or 0 if the ticket
-  -- is not held as granted.
+  -- still charged, and its call may have run); if its record alone is
+  -- gone, it releases the grant it held (regrant). Reply 1, or 0 if the
+  -- ticket is not held as granted.
   local t, held = ticket(), 0
   if t and t.s == 'g' then
     local delta = {}
@@ -557,6 +680,7 @@ elseif op == 'settle' then
       if over[j] > 0 then any = true else over[j] = 0 end
     end
     if any then adjust(over) end
+    if regrant(ARGV[i + 4]) then held = 1 end
   end
   observe(i + 14)
   local prompt, input = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 2])
@@ -570,6 +694,7 @@ elseif op == 'cancel' then
   local t = ticket()
   if not t then
     redis.call('DEL', T)
+    if conc then redis.call('ZREM', L, ARGV[i]) end
     return 0
   end
   adjust({-tonumber(t.c1), -tonumber(t.c2), -tonumber(t.c3), -tonumber(t.c4)}, tonumber(t.w))
@@ -581,11 +706,16 @@ elseif op == 'cancel' then
 elseif op == 'renew' then
   -- ARGV: ticket id, TTL µs (within the policy's lease TTL). The grant's
   -- record and lease live that long from now, unless they already live
-  -- longer. Reply the time it now has left in µs, or '' if the ticket is
-  -- not held as granted.
+  -- longer. A ticket whose record is gone keeps the grant it held
+  -- (regrant). Reply the time it now has left in µs, or '' if the ticket
+  -- is not held as granted.
   local t = ticket()
-  if not t or t.s ~= 'g' then return '' end
   local exp = now + tonumber(ARGV[i + 1])
+  if not t then
+    if regrant(ARGV[i], fmt(exp)) then return fmt(exp - now) end
+    return ''
+  end
+  if t.s ~= 'g' then return '' end
   if tonumber(t.x) > exp then exp = tonumber(t.x) end
   local x = fmt(exp)
   redis.call('ZADD', L, 'XX', x, ARGV[i])

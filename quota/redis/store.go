@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -42,7 +44,9 @@ type Options struct {
 
 // Store is a quota.Store in Redis, shared by every process whose Store uses
 // the same server and Prefix. Build it with New; it is safe for concurrent
-// use and holds no state of its own beyond precomputed arguments.
+// use and holds no state of its own beyond precomputed arguments and, per
+// key, what it last saw of the key's state, to recover it from should
+// Redis lose it (see the package doc).
 type Store struct {
 	rdb   Client
 	clock quota.Clock
@@ -70,9 +74,10 @@ func New(rdb Client, ps quota.Policies, opts Options) (*Store, error) {
 			Fix:     `use letters, digits and punctuation other than braces, e.g. "tollgate"`}
 	}
 	s := &Store{rdb: rdb, clock: opts.Clock, ps: ps, keys: make(map[quota.Key]*keyState)}
+	name := epochName()
 	for _, k := range ps.Keys() {
 		_, p, _ := ps.Lookup(k)
-		s.keys[k] = newKeyState(prefix, k, p)
+		s.keys[k] = newKeyState(prefix, k, p, name)
 	}
 	return s, nil
 }
@@ -113,9 +118,10 @@ func (s *Store) decision(ks *keyState, res []any, local time.Time, priority quot
 		return quota.Decision{}, &quota.OversizeError{Key: ks.key, Axis: quota.Axis(toInt(res, 1)),
 			Cost: toInt(res, 2), Capacity: toInt(res, 3), Priority: priority}
 	}
-	if len(res) != 12 || outcome < int64(quota.Granted) || outcome > int64(quota.Refused) {
+	if len(res) != 13+len(ks.seen) || outcome < int64(quota.Granted) || outcome > int64(quota.Refused) {
 		return quota.Decision{}, fmt.Errorf("redis: reserve %s: unexpected script reply %v", ks.key, res)
 	}
+	ks.remember(res[12:])
 	at := s.timeFrom(toFloat(res, 6), local)
 	d := quota.Decision{
 		Outcome:     quota.Outcome(outcome),
@@ -298,6 +304,14 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 		snap.Axes[i] = l
 	}
 	return snap, nil
+}
+
+// epochName returns a name for the epochs of key state a Store begins:
+// random, so that every store's differ (see lua.go).
+func epochName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 func (s *Store) lookup(k quota.Key) (*keyState, error) {

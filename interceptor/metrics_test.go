@@ -1,0 +1,47 @@
+package interceptor
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+// Metrics name the account as key, and a tenant by name only when it is
+// one of Options.Tenants: a thousand other tenants share one series.
+func TestTenantAttributeIsBounded(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	ins, err := newInstruments(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test"), true, []string{"acme"})
+	require.NoError(t, err)
+	ctx := context.Background()
+	account := quota.Key{Provider: "openai", Model: "gpt-4o"}
+	granted := quota.Decision{Outcome: quota.Granted}
+	ins.admission(ctx, account, granted)
+	for _, tenant := range []string{"acme", "acme", "beta", "gamma", "delta"} {
+		k := account
+		k.Tenant = tenant
+		ins.admission(ctx, k, granted)
+	}
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != MetricAdmissions {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				key, _ := dp.Attributes.Value("key")
+				require.Equal(t, "openai/default/gpt-4o", key.AsString(), "the key attribute names the account")
+				tenant, _ := dp.Attributes.Value("tenant")
+				got[tenant.AsString()] += dp.Value
+			}
+		}
+	}
+	require.Equal(t, map[string]int64{NoTenant: 1, "acme": 2, OtherTenants: 3}, got)
+}
