@@ -267,6 +267,9 @@ func run(ctx context.Context, cfg config) error {
 		if r.faults != nil {
 			fmt.Printf("  %s\n", r.faults)
 		}
+		for cause, n := range r.failures {
+			fmt.Printf("  %d workflows did not complete: %s\n", n, cause)
+		}
 		fmt.Printf("  done in %s: %d/%d workflows, goodput %.3f\n", time.Since(start).Round(time.Second), res.Completed, res.Total, res.Goodput)
 		results = append(results, res)
 		panels = append(panels, newPanel(s.name, r, cfg.limits))

@@ -39,8 +39,8 @@ const definitions = `Definitions:
                 running at the drain deadline (and were terminated) or failed.`
 
 // faultDefinitions are printed after definitions in a fault run.
-const faultDefinitions = `  lost          workflows started but not completed (total − done): killed with their
-                replica and never finished, failed, or still running at the drain deadline.
+const faultDefinitions = `  lost          workflows started but not completed (total − done): failed (the run prints
+                why), or still running at the drain deadline.
   over limit    the most calls llmsim held in flight at once, less the policy's concurrency
                 limit; 0 when the limit held. llmsim counts a call from the moment it has read
                 its request until just before it writes the answer, so a caller holding its
