@@ -5,7 +5,9 @@
 // per minute (continuously refilling token buckets), requests and tokens per
 // day (fixed windows that reset at midnight in a time zone), and concurrent
 // calls (leases). A Policy lists the Limits of one Key (provider, account,
-// model and, optionally, a tenant). A Store charges a call's estimated Cost
+// model and, optionally, a tenant: one of your customers, whose own budget
+// nests inside its account's and who shares a saturated account with the
+// others by weight, see Policies). A Store charges a call's estimated Cost
 // against every axis of its key at once, all or nothing, under a ticket: a
 // stable id for the caller that makes Reserve idempotent, so a caller that is
 // told to come back later keeps its place in line instead of competing again.

@@ -15,8 +15,10 @@ type Key struct {
 	Account string
 	// Model is the model the limits apply to, e.g. "gpt-4o". Required.
 	Model string
-	// Tenant, when set, gives one of your own customers a budget of its own
-	// inside the account's (see Policies.Lookup).
+	// Tenant, when set, names one of your own customers: a budget of its
+	// own inside the account's when it has a policy (see Policies.Lookup
+	// and Policies.Account), and a share of the account's when the
+	// account is saturated (see Policies.Weight).
 	Tenant string
 }
 

@@ -3,11 +3,13 @@ package quota
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"math/bits"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -24,7 +26,9 @@ const (
 )
 
 // Policy is the budget of one Key. Its zero fields take the documented
-// defaults; a Policy is a value and safe to copy.
+// defaults; a Policy is a value and safe to copy (copies share its
+// TenantWeights map, which is read, never written, once given to
+// NewPolicies).
 type Policy struct {
 	// Limits are the axes metered, at most one per axis. A key with a Policy
 	// but no Limits is admitted freely.
@@ -51,8 +55,31 @@ type Policy struct {
 	AdoptObservedLimits bool
 	// Calibration is how the key learns what its provider counts per
 	// estimated prompt token (see Calibration). The zero value learns.
+	// A tenant nested in an account's budget is calibrated by the
+	// account's: the provider counts per account.
 	Calibration Calibration
+	// Weight is, on a tenant's policy, the tenant's share of its account
+	// when the account's budget is saturated: places in line go to
+	// tenants in proportion to their weights, by cost. 0 means 1; a
+	// non-zero weight lies in [MinWeight, MaxWeight]. An account-wide
+	// policy may not set it (see TenantWeights).
+	Weight float64
+	// TenantWeights gives, on an account-wide policy, the weights of
+	// tenants that have no policy of their own, by tenant name (a tenant
+	// not named has weight 1; untenanted calls count as one more tenant
+	// of weight 1). Each weight lies in [MinWeight, MaxWeight]. A tenant
+	// with a policy of its own sets Weight there instead. NewPolicies
+	// copies the map: a Policy read back from Policies must be treated as
+	// read-only.
+	TenantWeights map[string]float64
 }
+
+// Bounds of a tenant's weight (Policy.Weight, Policy.TenantWeights): a
+// million to one either way keeps the fair-share arithmetic exact enough.
+const (
+	MinWeight = 1e-6
+	MaxWeight = 1e6
+)
 
 // Limit returns the policy's limit on axis and whether there is one.
 func (p Policy) Limit(axis Axis) (Limit, bool) {
@@ -115,6 +142,19 @@ func (p Policy) Validate() error {
 	if err := p.Calibration.Validate(); err != nil {
 		return err
 	}
+	if p.Weight != 0 {
+		if err := validWeight("weight", p.Weight); err != nil {
+			return err
+		}
+	}
+	for _, name := range sortedNames(p.TenantWeights) {
+		if err := validTenantName(name); err != nil {
+			return err
+		}
+		if err := validWeight("tenant_weights."+name, p.TenantWeights[name]); err != nil {
+			return err
+		}
+	}
 	for _, l := range p.Limits {
 		if eff := p.Effective(l.Capacity); eff < 1 {
 			return invalid("headroom", strconv.FormatFloat(p.Headroom, 'g', -1, 64),
@@ -122,6 +162,39 @@ func (p Policy) Validate() error {
 		}
 	}
 	return nil
+}
+
+// validWeight reports an *InvalidError naming field unless w is a weight
+// in [MinWeight, MaxWeight].
+func validWeight(field string, w float64) error {
+	if w >= MinWeight && w <= MaxWeight { // also rejects NaN
+		return nil
+	}
+	return invalid(field, strconv.FormatFloat(w, 'g', -1, 64), "is not in [0.000001, 1000000]",
+		"use a positive share such as 2 for twice an ordinary tenant's; leave it out for the default, 1")
+}
+
+// validTenantName reports an *InvalidError for a name in TenantWeights
+// that no Key.Tenant could have.
+func validTenantName(name string) error {
+	if name == "" {
+		return invalid("tenant_weights", name, "names no tenant",
+			"name a tenant; untenanted calls always weigh 1")
+	}
+	if i := strings.IndexFunc(name, badKeyRune); i >= 0 {
+		return invalid("tenant_weights", name, "contains "+strconv.QuoteRune(rune(name[i])),
+			"name the tenant as its keys do: letters, digits and punctuation other than '/', '{', '}' and spaces")
+	}
+	return nil
+}
+
+func sortedNames(m map[string]float64) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // Effective returns capacity less Headroom, rounded down: what the store
@@ -191,7 +264,11 @@ type Policies struct {
 }
 
 // NewPolicies validates every entry and returns the set. Each key must be
-// valid; a key with a Tenant gives that tenant a budget of its own.
+// valid; a key with a Tenant gives that tenant a budget of its own, nested
+// in its account's when the account-wide key has a policy too. Weight may
+// be set on tenants' policies only, TenantWeights on account-wide ones, and
+// a tenant is weighed in one place: TenantWeights may not name a tenant
+// with a policy of its own. Errors are *InvalidError, wrapped with the key.
 func NewPolicies(m map[Key]Policy) (Policies, error) {
 	keys := make([]Key, 0, len(m))
 	for k := range m {
@@ -207,14 +284,44 @@ func NewPolicies(m map[Key]Policy) (Policies, error) {
 		if err := p.Validate(); err != nil {
 			return Policies{}, fmt.Errorf("policy %s: %w", k, err)
 		}
+		if err := nesting(k, p, m); err != nil {
+			return Policies{}, fmt.Errorf("policy %s: %w", k, err)
+		}
+		if p.TenantWeights != nil {
+			p.TenantWeights = maps.Clone(p.TenantWeights)
+		}
 		byKey[k] = p.WithDefaults()
 	}
 	return Policies{byKey: byKey}, nil
 }
 
-// Lookup returns the key whose budget k is charged against and its policy:
-// k itself when it has a policy, else, for a key with a Tenant, the
-// account-wide key without it. ok is false when neither has a policy.
+// nesting reports an *InvalidError for a weight given where it means
+// nothing, or given twice, for the policy p of k among m.
+func nesting(k Key, p Policy, m map[Key]Policy) error {
+	if k.Tenant == "" && p.Weight != 0 {
+		return invalid("weight", strconv.FormatFloat(p.Weight, 'g', -1, 64), "is set on an account-wide policy",
+			"weigh tenants on their own policies (weight) or on this one (tenant_weights)")
+	}
+	if k.Tenant != "" && len(p.TenantWeights) > 0 {
+		return invalid("tenant_weights", k.Tenant, "is set on a tenant's policy",
+			"set tenant_weights on the account-wide policy, or weight on this one")
+	}
+	for _, name := range sortedNames(p.TenantWeights) {
+		t := k
+		t.Tenant = name
+		if _, ok := m[t]; ok {
+			return invalid("tenant_weights."+name, strconv.FormatFloat(p.TenantWeights[name], 'g', -1, 64),
+				"names a tenant with a policy of its own", "set weight on the tenant's policy instead")
+		}
+	}
+	return nil
+}
+
+// Lookup returns the key whose budget k is charged against first and its
+// policy: k itself when it has a policy, else, for a key with a Tenant, the
+// account-wide key without it. ok is false when neither has a policy. A
+// tenant's own budget may be nested in its account's (see Account), which
+// its calls are charged to as well.
 func (ps Policies) Lookup(k Key) (bucket Key, p Policy, ok bool) {
 	if p, ok := ps.byKey[k]; ok {
 		return k, p, true
@@ -226,6 +333,40 @@ func (ps Policies) Lookup(k Key) (bucket Key, p Policy, ok bool) {
 		}
 	}
 	return Key{}, Policy{}, false
+}
+
+// Account returns the account-wide key k is nested in and its policy: for
+// a key with a Tenant whose account-wide key has a policy, every call on k
+// is charged to that budget too (after the tenant's own, when it has one),
+// and a Pause or Observe of it stops or lowers every tenant under it. ok is
+// false for an untenanted key, or when the account has no policy.
+func (ps Policies) Account(k Key) (account Key, p Policy, ok bool) {
+	if k.Tenant == "" {
+		return Key{}, Policy{}, false
+	}
+	k = k.WithoutTenant()
+	if p, ok := ps.byKey[k]; ok {
+		return k, p, true
+	}
+	return Key{}, Policy{}, false
+}
+
+// Weight returns the share weight of k's tenant when its account's budget
+// is saturated: the Weight of the tenant's own policy, else its entry in
+// the account's TenantWeights, else 1. Untenanted keys weigh 1.
+func (ps Policies) Weight(k Key) float64 {
+	if k.Tenant == "" {
+		return 1
+	}
+	if p, ok := ps.byKey[k]; ok && p.Weight != 0 {
+		return p.Weight
+	}
+	if p, ok := ps.byKey[k.WithoutTenant()]; ok {
+		if w, ok := p.TenantWeights[k.Tenant]; ok {
+			return w
+		}
+	}
+	return 1
 }
 
 // Keys returns every key with a policy, sorted by String.

@@ -130,3 +130,98 @@ func TestPolicies(t *testing.T) {
 	require.False(t, ok, "the zero Policies holds none")
 	require.Empty(t, none.Keys())
 }
+
+func TestPolicyWeights(t *testing.T) {
+	rpm := []quota.Limit{quota.PerMinute(quota.Requests, 100)}
+	for _, c := range []struct {
+		name   string
+		policy quota.Policy
+		field  string
+	}{
+		{"negative weight", quota.Policy{Limits: rpm, Weight: -1}, "weight"},
+		{"NaN weight", quota.Policy{Limits: rpm, Weight: math.NaN()}, "weight"},
+		{"infinite weight", quota.Policy{Limits: rpm, Weight: math.Inf(1)}, "weight"},
+		{"tiny weight", quota.Policy{Limits: rpm, Weight: 1e-9}, "weight"},
+		{"huge weight", quota.Policy{Limits: rpm, Weight: 1e9}, "weight"},
+		{"zero tenant weight", quota.Policy{Limits: rpm, TenantWeights: map[string]float64{"a": 0}}, "tenant_weights.a"},
+		{"negative tenant weight", quota.Policy{Limits: rpm, TenantWeights: map[string]float64{"a": -2}}, "tenant_weights.a"},
+		{"NaN tenant weight", quota.Policy{Limits: rpm, TenantWeights: map[string]float64{"a": math.NaN()}}, "tenant_weights.a"},
+		{"empty tenant name", quota.Policy{Limits: rpm, TenantWeights: map[string]float64{"": 2}}, "tenant_weights"},
+		{"slash in tenant name", quota.Policy{Limits: rpm, TenantWeights: map[string]float64{"a/b": 2}}, "tenant_weights"},
+	} {
+		t.Run(c.name, func(t *testing.T) { requireInvalid(t, c.policy.Validate(), c.field) })
+	}
+	require.NoError(t, quota.Policy{Weight: 2.5, TenantWeights: map[string]float64{"a": 0.5, "b-c.d": 3}}.Validate())
+	require.NoError(t, quota.Policy{Weight: quota.MinWeight}.Validate())
+	require.NoError(t, quota.Policy{Weight: quota.MaxWeight}.Validate())
+
+	account := quota.Key{Provider: "openai", Account: "org", Model: "gpt-4o"}
+	tenant := func(name string) quota.Key {
+		k := account
+		k.Tenant = name
+		return k
+	}
+	for _, c := range []struct {
+		name     string
+		policies map[quota.Key]quota.Policy
+		field    string
+	}{
+		{"weight on an account", map[quota.Key]quota.Policy{account: {Limits: rpm, Weight: 2}}, "weight"},
+		{"tenant weights on a tenant", map[quota.Key]quota.Policy{
+			account:     {Limits: rpm},
+			tenant("a"): {Limits: rpm, TenantWeights: map[string]float64{"b": 2}},
+		}, "tenant_weights"},
+		{"a tenant weighed twice", map[quota.Key]quota.Policy{
+			account:     {Limits: rpm, TenantWeights: map[string]float64{"a": 2}},
+			tenant("a"): {Limits: rpm},
+		}, "tenant_weights.a"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := quota.NewPolicies(c.policies)
+			requireInvalid(t, err, c.field)
+		})
+	}
+
+	weights := map[string]float64{"gold": 3, "bronze": 0.5}
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{
+		account:        {Limits: rpm, TenantWeights: weights},
+		tenant("vip"):  {Limits: rpm, Weight: 4},
+		tenant("solo"): {Limits: rpm},
+	})
+	require.NoError(t, err)
+	weights["gold"] = 100 // the policies keep their own copy
+	for _, c := range []struct {
+		key  quota.Key
+		want float64
+	}{
+		{account, 1},
+		{tenant("vip"), 4},
+		{tenant("solo"), 1},
+		{tenant("gold"), 3},
+		{tenant("bronze"), 0.5},
+		{tenant("unnamed"), 1},
+		{quota.Key{Provider: "anthropic", Model: "claude", Tenant: "gold"}, 1},
+	} {
+		require.Equal(t, c.want, ps.Weight(c.key), "weight of %s", c.key)
+	}
+
+	for _, c := range []struct {
+		name string
+		key  quota.Key
+		ok   bool
+	}{
+		{"untenanted", account, false},
+		{"tenant with a policy", tenant("vip"), true},
+		{"tenant without one", tenant("unnamed"), true},
+		{"account without a policy", quota.Key{Provider: "anthropic", Model: "claude", Tenant: "vip"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k, p, ok := ps.Account(c.key)
+			require.Equal(t, c.ok, ok)
+			if ok {
+				require.Equal(t, account, k)
+				require.Equal(t, rpm, p.Limits)
+			}
+		})
+	}
+}

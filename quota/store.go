@@ -11,14 +11,24 @@ import (
 // for concurrent use; quota/memory serves one process and quota/redis a fleet.
 // quota/quotatest holds the behaviour every Store must show.
 type Store interface {
-	// Reserve charges r.Cost against every axis of r.Key under r.Ticket.
+	// Reserve charges r.Cost against every axis of r.Key under r.Ticket:
+	// of the budget Policies.Lookup resolves it to and, for a tenant whose
+	// budget is nested in its account's (Policies.Account), of the
+	// account's too, all or nothing. Such a call waits for the later of
+	// the two and is refused when either refuses it (a spent daily window,
+	// a pause, a wait past the shorter MaxWait); it takes a concurrency
+	// slot of each. Tickets are unique per account: a ticket reserved
+	// under one tenant (or none) is an *InvalidError under another.
 	//
 	// Granted: the call may run; settle it with Settle, and renew it with
 	// Renew while it runs longer than Decision.GrantLeft. Queued: capacity
 	// is reserved for the ticket in the future and Decision.Wait says when
 	// it matures; calling Reserve again with the same ticket is idempotent
 	// (the same maturity, or the grant once mature) and charges nothing
-	// twice. Refused: no place was taken (the wait is past the policy's
+	// twice. In a line shared by tenants, places go by weighted fair share
+	// of cost (Policies.Weight), not by arrival: a queued ticket's maturity
+	// moves later when calls of other tenants are placed ahead of it, and
+	// Reserve again tells the new one (never one earlier than first told). Refused: no place was taken (the wait is past the policy's
 	// MaxWait, a daily window is spent, or the key is paused), and
 	// Decision.Wait says how long until trying again is worthwhile.
 	//
@@ -36,12 +46,14 @@ type Store interface {
 	Reserve(ctx context.Context, r Reservation) (Decision, error)
 
 	// Settle records a granted call's actual cost: the difference from the
-	// charged estimate is charged or refunded, and its concurrency lease is
-	// released. A daily window is corrected only while the day the estimate
+	// charged estimate is charged or refunded on every budget the call was
+	// charged to, and its concurrency leases are released. A daily window is corrected only while the day the estimate
 	// was charged in lasts: a new day owes nothing for an earlier one's.
 	// What the provider reported with the call (s.Observed) is applied in
 	// the same step, after the cost, as Observe applies it, and whether or
-	// not the ticket is held.
+	// not the ticket is held; for a tenant's call it is applied to the
+	// account's budget (the tenant's own when its account has none), as is
+	// the estimate ratio learned from it: a provider meters the account.
 	//
 	// Settling a ticket the store does not hold as granted returns
 	// ErrUnknownTicket. When the ticket is gone (expired, never reserved,
@@ -71,17 +83,24 @@ type Store interface {
 	// reads it (a provider's Retry-After, or the time until a spend cap's
 	// reset): every Reserve on the key, from every process sharing the
 	// store, waits until then. A later Pause only extends a pause, never
-	// shortens it; a d of zero or less does nothing. Callers pass a
+	// shortens it; a d of zero or less does nothing. The pause is the
+	// budget's that key resolves to (Policies.Lookup): an account's stops
+	// every tenant nested in it, a tenant's own stops that tenant alone.
+	// Callers pass a
 	// duration, never a time read from their own clock, so a worker whose
 	// clock is off neither loses nor lengthens the pause.
 	Pause(ctx context.Context, key Key, d time.Duration, reason string) error
 
-	// Observe lowers the key's levels to what the provider reported remains,
-	// never raising them; with Policy.AdoptObservedLimits, a reported limit
-	// also becomes the axis's capacity.
+	// Observe lowers the levels of the budget key resolves to
+	// (Policies.Lookup) to what the provider reported remains, never
+	// raising them; with Policy.AdoptObservedLimits, a reported limit also
+	// becomes the axis's capacity. An account's levels bind every tenant
+	// nested in it.
 	Observe(ctx context.Context, key Key, obs []Observation) error
 
-	// Snapshot reports the key's levels per axis, for status and metrics.
+	// Snapshot reports the levels per axis of the budget key resolves to
+	// (Policies.Lookup; Snapshot.Key names it), for status and metrics: a
+	// tenant's own budget, not its account's.
 	Snapshot(ctx context.Context, key Key) (Snapshot, error)
 }
 
@@ -342,13 +361,30 @@ type Snapshot struct {
 	At time.Time
 	// Axes reports each limited axis, in Axes() order.
 	Axes []AxisLevel
-	// PausedUntil is zero when the key is not paused.
+	// PausedUntil is zero when the key's budget is not paused (a tenant's
+	// own pause; its account's shows in the account's snapshot).
 	PausedUntil time.Time
 	PauseReason string
 	// EstimateRatio is the key's learned ratio (1 when uncalibrated): what
 	// its provider counts per estimated prompt token, applied to the
-	// InputTokens and Tokens axes.
+	// InputTokens and Tokens axes. A tenant nested in its account's budget
+	// reports the account's, which its calls are charged at.
 	EstimateRatio float64
+	// Line is what waits in the line for capacity, per tenant, sorted by
+	// Tenant: for an account's budget, every tenant's tickets (the
+	// untenanted ones under ""); for a tenant's own budget nested in its
+	// account's, that tenant's alone. Empty when nothing waits.
+	Line []TenantLine
+}
+
+// TenantLine is one tenant's share of a line in a Snapshot.
+type TenantLine struct {
+	// Tenant is the tenant's name, "" for untenanted calls.
+	Tenant string
+	// Tickets is how many of its tickets wait for capacity.
+	Tickets int
+	// Cost is what they were charged, together.
+	Cost Cost
 }
 
 // AxisLevel is one axis's state in a Snapshot.

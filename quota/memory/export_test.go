@@ -2,13 +2,15 @@ package memory
 
 import "github.com/tollgate/tollgate/quota"
 
-// Tickets returns how many tickets the store holds for k's budget.
+// Tickets returns how many tickets the store holds in the tree of k's
+// budget (the account's, for a tenant nested in it).
 func Tickets(s *Store, k quota.Key) int {
-	ks, err := s.state(k)
+	sc, err := s.scope(k)
 	if err != nil {
 		return -1
 	}
-	ks.mu.Lock()
-	defer ks.mu.Unlock()
-	return len(ks.tickets.index)
+	tr := sc.root.tree
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.tickets.index)
 }

@@ -2,38 +2,35 @@ package memory
 
 import (
 	"math"
-	"sync"
 	"time"
 
 	"github.com/tollgate/tollgate/quota"
 )
 
-// keyState is everything one bucket key holds. mu guards every field but key
-// and policy, which never change.
+// keyState is one budget: the levels of a key with a policy. Its fields are
+// guarded by its tree's mutex; key, policy and tree never change.
 type keyState struct {
-	mu     sync.Mutex
 	key    quota.Key
 	policy quota.Policy
+	// tree holds the tickets charged to this budget: its own, or its
+	// account's for a tenant nested in one.
+	tree *tree
 
 	buckets []bucket // in quota.Axes() order
 	windows []window // in quota.Axes() order
 
 	// concurrency is the effective number of leases, 0 without a limit.
 	concurrency int64
-	// leases are the slots of the tickets holding a lease.
+	// leases are the slots (in tree.tickets) of the tickets holding a
+	// lease on this budget.
 	leases []int32
 
 	pausedUntil time.Time
 	pauseReason string
 
-	// ratio is the key's learned estimate ratio (quota.Calibration).
+	// ratio is the budget's learned estimate ratio (quota.Calibration),
+	// learned and applied at a tree's root only.
 	ratio quota.Ratio
-
-	// last is the latest time the key was read at: its time never runs
-	// backwards, as rate.Limiter would refill twice the span it was set back.
-	last time.Time
-
-	tickets tickets
 }
 
 func newKeyState(k quota.Key, p quota.Policy) *keyState {
@@ -56,19 +53,6 @@ func newKeyState(k quota.Key, p quota.Policy) *keyState {
 	return ks
 }
 
-// lock takes ks.mu and returns the time to decide at: the clock read under
-// the mutex, so callers are ordered as their times are, and never before a
-// time the key was read at (a clock stepping back refills nothing twice).
-func (ks *keyState) lock(clock quota.Clock) time.Time {
-	ks.mu.Lock()
-	now := clock.Now()
-	if now.Before(ks.last) {
-		return ks.last
-	}
-	ks.last = now
-	return now
-}
-
 // reserved is the part of capacity closed to priority.
 func (ks *keyState) reserved(priority quota.Priority, capacity int64) float64 {
 	if priority == quota.Low {
@@ -77,20 +61,8 @@ func (ks *keyState) reserved(priority quota.Priority, capacity int64) float64 {
 	return 0
 }
 
-// reserve decides r at now. ks.mu is held.
-func (ks *keyState) reserve(now time.Time, r quota.Reservation) (quota.Decision, error) {
-	if err := ks.oversize(r); err != nil {
-		return quota.Decision{}, err
-	}
-	ks.sweep(now)
-	if slot, ok := ks.live(now, r.Ticket); ok {
-		return ks.known(now, slot, r), nil
-	}
-	return ks.fresh(now, r), nil
-}
-
 // oversize returns an *quota.OversizeError when r's cost exceeds the whole
-// capacity open to its priority on some axis.
+// capacity of this budget open to its priority on some axis.
 func (ks *keyState) oversize(r quota.Reservation) error {
 	check := func(axis quota.Axis, capacity int64) error {
 		cost := r.Cost.On(axis)
@@ -120,207 +92,65 @@ func (ks *keyState) oversize(r quota.Reservation) error {
 	return nil
 }
 
-// fresh decides a ticket the key does not hold: refuse, or charge every axis
-// and queue or grant it.
-func (ks *keyState) fresh(now time.Time, r quota.Reservation) quota.Decision {
-	if ks.pausedUntil.After(now) {
-		return ks.paused(quota.Refused, now)
+// limit lowers cost's calibrated parts to the whole units of this budget
+// open to priority, never below raw, the cost as estimated.
+func (ks *keyState) limit(cost *quota.Cost, raw quota.Cost, priority quota.Priority) {
+	bound := func(axis quota.Axis, capacity int64) {
+		open := int64(math.Floor(float64(capacity) - ks.reserved(priority, capacity)))
+		switch axis {
+		case quota.InputTokens:
+			cost.InputTokens = min(cost.InputTokens, max(open, raw.InputTokens))
+		case quota.Tokens, quota.TokensPerDay:
+			cost.Tokens = min(cost.Tokens, max(open, raw.Tokens))
+		}
 	}
-	cost := ks.calibrated(now, r)
+	for i := range ks.buckets {
+		bound(ks.buckets[i].axis, ks.buckets[i].capacity)
+	}
+	for i := range ks.windows {
+		bound(ks.windows[i].axis, ks.windows[i].capacity)
+	}
+}
+
+// spentWindow returns the first daily window cost does not fit (for
+// priority) and the wait until it resets.
+func (ks *keyState) spentWindow(now time.Time, cost quota.Cost, priority quota.Priority) (time.Duration, quota.Axis, bool) {
 	for i := range ks.windows {
 		w := &ks.windows[i]
 		w.roll(now)
-		if float64(w.used+cost.On(w.axis)) > float64(w.capacity)-ks.reserved(r.Priority, w.capacity) {
-			return quota.Decision{Outcome: quota.Refused, Wait: w.end.Sub(now), Reason: quota.DailyLimit, Axis: w.axis}
+		if float64(w.used+cost.On(w.axis)) > float64(w.capacity)-ks.reserved(priority, w.capacity) {
+			return w.end.Sub(now), w.axis, true
 		}
 	}
-	var wait time.Duration
-	var axis quota.Axis
-	for i := range ks.buckets {
-		b := &ks.buckets[i]
-		need := float64(cost.On(b.axis)) + ks.reserved(r.Priority, b.capacity)
-		if w := b.waitFor(now, need); w > wait {
-			wait, axis = w, b.axis
-		}
-	}
-	if wait > ks.policy.MaxWait {
-		return quota.Decision{Outcome: quota.Refused, Wait: wait, Reason: quota.Capacity, Axis: axis}
-	}
+	return 0, 0, false
+}
 
+// charge takes cost from every bucket and window.
+func (ks *keyState) charge(now time.Time, cost quota.Cost) {
 	for i := range ks.buckets {
 		ks.buckets[i].charge(now, cost.On(ks.buckets[i].axis))
 	}
 	for i := range ks.windows {
 		ks.windows[i].add(cost.On(ks.windows[i].axis))
 	}
-	maturity := now.Add(wait)
-	// A place waits for its call r.LeaseTTL once mature; other queued
-	// tickets, for the policy's LeaseTTL.
-	life := ks.policy.LeaseTTL
-	if r.Place {
-		life = ks.policy.LeaseTTLFor(r.LeaseTTL)
-	}
-	slot := ks.tickets.add(ticket{id: r.Ticket, charged: cost, chargedAt: now, state: queued, axis: axis,
-		maturity: maturity, expiry: maturity.Add(life)})
-	if wait > 0 {
-		return quota.Decision{Outcome: quota.Queued, Wait: wait, Reason: quota.Capacity, Axis: axis, Charged: cost}
-	}
-	if r.Place {
-		return ready(cost)
-	}
-	return ks.admit(now, slot, r)
 }
 
-// ready answers a place that has matured: its call may come for it.
-func ready(charged quota.Cost) quota.Decision {
-	return quota.Decision{Outcome: quota.Queued, Charged: charged}
-}
-
-// known answers a ticket the key holds, charging nothing.
-func (ks *keyState) known(now time.Time, slot int32, r quota.Reservation) quota.Decision {
-	t := &ks.tickets.slab[slot]
-	paused := ks.pausedUntil.After(now)
-	if t.state == granted {
-		if paused {
-			// Granted before the pause and never settled: the call has not
-			// run (or its attempt is over), so it waits the pause out in
-			// line, holding no lease.
-			ks.requeue(slot, ks.pausedUntil)
-			return ks.paused(quota.Queued, now)
-		}
-		// The lease, if any, expires with the ticket, so it is still
-		// live; the caller is about to run on it, so it is renewed.
-		ks.renew(now, slot, r.LeaseTTL)
-		return ks.grant(now, &ks.tickets.slab[slot])
-	}
-	if now.Before(t.maturity) {
-		if paused && ks.pausedUntil.After(t.maturity) {
-			return ks.paused(quota.Queued, now)
-		}
-		return quota.Decision{Outcome: quota.Queued, Wait: t.maturity.Sub(now), Reason: quota.Capacity, Axis: t.axis, Charged: t.charged}
-	}
-	if paused {
-		return ks.paused(quota.Queued, now)
-	}
-	if r.Place {
-		return ready(t.charged)
-	}
-	return ks.admit(now, slot, r)
-}
-
-// admit grants a matured ticket if a concurrency slot open to r's priority
-// is free; otherwise the ticket stays queued, its charge kept, and is told
-// when a slot may free up.
-func (ks *keyState) admit(now time.Time, slot int32, r quota.Reservation) quota.Decision {
-	leased := ks.concurrency > 0
-	if leased {
-		ks.dropExpiredLeases(now)
-		open := float64(ks.concurrency) - ks.reserved(r.Priority, ks.concurrency)
-		if float64(len(ks.leases)+1) > open {
-			wait := quota.DefaultLeaseRetry
-			for _, l := range ks.leases {
-				wait = min(wait, ks.tickets.slab[l].expiry.Sub(now))
-			}
-			// Waiting for a slot, the ticket lives the policy's LeaseTTL
-			// from its caller's latest visit (a claimed place included).
-			if keep := now.Add(ks.policy.LeaseTTL); keep.After(ks.tickets.slab[slot].expiry) {
-				ks.tickets.setExpiry(slot, keep)
-			}
-			return quota.Decision{Outcome: quota.Queued, Wait: max(wait, time.Millisecond),
-				Reason: quota.ConcurrencyFull, Axis: quota.Concurrency, Charged: ks.tickets.slab[slot].charged}
-		}
-		ks.leases = append(ks.leases, slot)
-	}
-	ks.tickets.setExpiry(slot, now.Add(ks.policy.LeaseTTLFor(r.LeaseTTL)))
-	t := &ks.tickets.slab[slot]
-	t.state = granted
-	t.leased = leased
-	return ks.grant(now, t)
-}
-
-func (ks *keyState) grant(now time.Time, t *ticket) quota.Decision {
-	d := quota.Decision{Outcome: quota.Granted, Charged: t.charged, GrantLeft: t.expiry.Sub(now)}
-	if t.leased {
-		d.Lease, d.LeaseExpiry = true, t.expiry
-	}
-	return d
-}
-
-// renew makes the granted ticket in slot, and so its lease, live ttl (as
-// Policy.LeaseTTLFor reads it) from now, unless it already lives longer.
-func (ks *keyState) renew(now time.Time, slot int32, ttl time.Duration) {
-	if expiry := now.Add(ks.policy.LeaseTTLFor(ttl)); expiry.After(ks.tickets.slab[slot].expiry) {
-		ks.tickets.setExpiry(slot, expiry)
-	}
-}
-
-// requeue puts the granted ticket in slot back in line, maturing at
-// maturity: its lease is released and its charge kept.
-func (ks *keyState) requeue(slot int32, maturity time.Time) {
-	ks.release(slot)
-	t := &ks.tickets.slab[slot]
-	t.state, t.leased, t.maturity, t.axis = queued, false, maturity, 0
-	ks.tickets.setExpiry(slot, maturity.Add(ks.policy.LeaseTTL))
-}
-
-func (ks *keyState) paused(o quota.Outcome, now time.Time) quota.Decision {
-	return quota.Decision{Outcome: o, Wait: ks.pausedUntil.Sub(now), Reason: quota.Paused, PauseReason: ks.pauseReason}
-}
-
-// calibrated is r's cost at the key's learned ratio, no axis charged more
-// than the capacity open to r's priority: a call that fits as estimated is
-// never turned into one that can never fit.
-func (ks *keyState) calibrated(now time.Time, r quota.Reservation) quota.Cost {
-	c := ks.policy.Calibration
-	if c.Off || r.Prompt == 0 {
-		return r.Cost
-	}
-	cost := quota.Calibrate(r.Cost, r.Prompt, ks.ratio.ValueAt(c, now))
-	limit := func(axis quota.Axis, capacity int64) {
-		open := int64(math.Floor(float64(capacity) - ks.reserved(r.Priority, capacity)))
-		switch axis {
-		case quota.InputTokens:
-			cost.InputTokens = min(cost.InputTokens, max(open, r.Cost.InputTokens))
-		case quota.Tokens, quota.TokensPerDay:
-			cost.Tokens = min(cost.Tokens, max(open, r.Cost.Tokens))
-		}
-	}
+// correct charges every axis actual less charged (refunding when
+// negative). A daily window is corrected only if it is still the day the
+// charge was taken in (chargedAt): a new day owes nothing for an estimate
+// made the day before.
+func (ks *keyState) correct(now time.Time, charged quota.Cost, chargedAt time.Time, actual quota.Cost) {
 	for i := range ks.buckets {
-		limit(ks.buckets[i].axis, ks.buckets[i].capacity)
+		b := &ks.buckets[i]
+		b.charge(now, actual.On(b.axis)-charged.On(b.axis))
 	}
 	for i := range ks.windows {
-		limit(ks.windows[i].axis, ks.windows[i].capacity)
+		w := &ks.windows[i]
+		w.roll(now)
+		if w.holds(chargedAt) {
+			w.add(actual.On(w.axis) - charged.On(w.axis))
+		}
 	}
-	return cost
-}
-
-// learn folds what the provider counted of a call's prompt into the key's
-// ratio, when the settlement reports a count.
-func (ks *keyState) learn(now time.Time, st quota.Settlement) {
-	c := ks.policy.Calibration
-	if c.Off || !st.Counted || st.Prompt <= 0 || st.Actual.InputTokens <= 0 {
-		return
-	}
-	ks.ratio = ks.ratio.Learn(c, float64(st.Actual.InputTokens)/float64(st.Prompt), now)
-}
-
-// settle applies st.Actual to the granted ticket and forgets it; false when
-// the key holds no live grant under st.Ticket. A ticket the key no longer
-// holds at all is charged what st.Actual exceeds st.Charged by, on every
-// axis: its estimate is still charged, and the call may have run.
-func (ks *keyState) settle(now time.Time, st quota.Settlement) bool {
-	ks.sweep(now)
-	slot, ok := ks.live(now, st.Ticket)
-	if !ok {
-		ks.overrun(now, st.Actual, st.Charged)
-		return false
-	}
-	if ks.tickets.slab[slot].state != granted {
-		return false
-	}
-	ks.correct(now, &ks.tickets.slab[slot], st.Actual)
-	ks.forget(slot)
-	return true
 }
 
 // overrun charges every axis what actual exceeds charged by, refunding
@@ -341,117 +171,46 @@ func (ks *keyState) overrun(now time.Time, actual, charged quota.Cost) {
 	}
 }
 
-// renewal renews the grant id for ttl and returns how long it now has left;
-// false when the key holds no live grant under id.
-func (ks *keyState) renewal(now time.Time, id string, ttl time.Duration) (time.Duration, bool) {
-	ks.sweep(now)
-	slot, ok := ks.live(now, id)
-	if !ok || ks.tickets.slab[slot].state != granted {
-		return 0, false
-	}
-	ks.renew(now, slot, ttl)
-	return ks.tickets.slab[slot].expiry.Sub(now), true
-}
+// paused reports whether the budget is paused at now.
+func (ks *keyState) paused(now time.Time) bool { return ks.pausedUntil.After(now) }
 
-// cancel refunds and forgets the ticket id, if the key holds it.
-func (ks *keyState) cancel(now time.Time, id string) {
-	ks.sweep(now)
-	slot, ok := ks.live(now, id)
-	if !ok {
-		return
-	}
-	ks.correct(now, &ks.tickets.slab[slot], quota.Cost{})
-	ks.forget(slot)
-}
-
-// correct charges every axis actual less what t was charged (refunding when
-// negative). A daily window is corrected only if it is still the day t was
-// charged in: a new day owes nothing for an estimate made the day before.
-func (ks *keyState) correct(now time.Time, t *ticket, actual quota.Cost) {
-	for i := range ks.buckets {
-		b := &ks.buckets[i]
-		b.charge(now, actual.On(b.axis)-t.charged.On(b.axis))
-	}
-	for i := range ks.windows {
-		w := &ks.windows[i]
-		w.roll(now)
-		if w.holds(t.chargedAt) {
-			w.add(actual.On(w.axis) - t.charged.On(w.axis))
-		}
-	}
-}
-
-// live finds the unexpired ticket id, letting it lapse if it has expired.
-func (ks *keyState) live(now time.Time, id string) (int32, bool) {
-	slot, ok := ks.tickets.find(id)
-	if !ok {
-		return 0, false
-	}
-	if !ks.tickets.slab[slot].expiry.After(now) {
-		ks.lapse(now, slot)
-		return 0, false
-	}
-	return slot, true
-}
-
-// lapse forgets an expired ticket. One that was never granted never ran:
-// its charge is refunded (daily windows as Cancel refunds them). A grant
-// keeps its charge, since its call may have run.
-func (ks *keyState) lapse(now time.Time, slot int32) {
-	if t := &ks.tickets.slab[slot]; t.state == queued {
-		ks.correct(now, t, quota.Cost{})
-	}
-	ks.forget(slot)
-}
-
-// forget drops a ticket and its lease.
-func (ks *keyState) forget(slot int32) {
-	ks.release(slot)
-	ks.tickets.remove(slot)
-}
-
-// release drops the ticket's lease, if it holds one.
-func (ks *keyState) release(slot int32) {
-	if !ks.tickets.slab[slot].leased {
-		return
-	}
-	for i, l := range ks.leases {
-		if l == slot {
-			ks.leases[i] = ks.leases[len(ks.leases)-1]
-			ks.leases = ks.leases[:len(ks.leases)-1]
-			break
-		}
-	}
-	ks.tickets.slab[slot].leased = false
-}
-
-// sweep lets up to sweepBudget expired tickets lapse.
-func (ks *keyState) sweep(now time.Time) {
-	for range sweepBudget {
-		slot, ok := ks.tickets.oldest()
-		if !ok || ks.tickets.slab[slot].expiry.After(now) {
-			return
-		}
-		ks.lapse(now, slot)
-	}
-}
-
-// dropExpiredLeases forgets every leased ticket whose lease has expired.
-func (ks *keyState) dropExpiredLeases(now time.Time) {
-	for i := len(ks.leases) - 1; i >= 0; i-- {
-		if i < len(ks.leases) && !ks.tickets.slab[ks.leases[i]].expiry.After(now) {
-			ks.forget(ks.leases[i])
-		}
-	}
-}
-
-// pause extends the key's pause to d from now.
+// pause extends the budget's pause to d from now.
 func (ks *keyState) pause(now time.Time, d time.Duration, reason string) {
 	until := now.Add(d)
 	if d <= 0 || !until.After(ks.pausedUntil) {
 		return
 	}
 	ks.pausedUntil, ks.pauseReason = until, reason
+}
+
+// release drops slot's lease on this budget, if it holds one.
+func (ks *keyState) release(slot int32) {
+	for i, l := range ks.leases {
+		if l == slot {
+			ks.leases[i] = ks.leases[len(ks.leases)-1]
+			ks.leases = ks.leases[:len(ks.leases)-1]
+			return
+		}
+	}
+}
+
+// learn folds what the provider counted of a call's prompt into the
+// budget's ratio, when the settlement reports a count.
+func (ks *keyState) learn(now time.Time, st quota.Settlement) {
+	c := ks.policy.Calibration
+	if c.Off || !st.Counted || st.Prompt <= 0 || st.Actual.InputTokens <= 0 {
+		return
+	}
+	ks.ratio = ks.ratio.Learn(c, float64(st.Actual.InputTokens)/float64(st.Prompt), now)
+}
+
+// estimateRatio is the budget's learned ratio at now, 1 with calibration
+// off.
+func (ks *keyState) estimateRatio(now time.Time) float64 {
+	if ks.policy.Calibration.Off {
+		return 1
+	}
+	return ks.ratio.ValueAt(ks.policy.Calibration, now)
 }
 
 // observe applies what a provider reported.
@@ -489,10 +248,9 @@ func (ks *keyState) observe(now time.Time, obs []quota.Observation) {
 	}
 }
 
-// snapshot reports the key's levels at now, after letting expired tickets
-// lapse as any other call would.
+// snapshot reports the budget's levels at now. The tree has swept its
+// expired tickets.
 func (ks *keyState) snapshot(now time.Time) quota.Snapshot {
-	ks.sweep(now)
 	s := quota.Snapshot{Key: ks.key, At: now}
 	for _, a := range quota.Axes() {
 		switch a.Kind() {
@@ -512,18 +270,14 @@ func (ks *keyState) snapshot(now time.Time) quota.Snapshot {
 			}
 		case quota.Leases:
 			if ks.concurrency > 0 {
-				ks.dropExpiredLeases(now)
+				ks.tree.dropExpiredLeases(ks, now)
 				s.Axes = append(s.Axes, quota.AxisLevel{Axis: a, Capacity: ks.concurrency,
 					Available: float64(ks.concurrency - int64(len(ks.leases)))})
 			}
 		}
 	}
-	if ks.pausedUntil.After(now) {
+	if ks.paused(now) {
 		s.PausedUntil, s.PauseReason = ks.pausedUntil, ks.pauseReason
-	}
-	s.EstimateRatio = 1
-	if !ks.policy.Calibration.Off {
-		s.EstimateRatio = ks.ratio.ValueAt(ks.policy.Calibration, now)
 	}
 	return s
 }

@@ -159,3 +159,71 @@ func TestExpiredTicketsAreSwept(t *testing.T) {
 	}
 	require.Zero(t, memory.Tickets(s, k), "abandoned tickets outlived their expiry")
 }
+
+// TestConcurrentTenantsNeverExceedTheAccount races goroutines of tenants
+// with budgets of their own, of a tenant without one and of untenanted
+// calls on one account: together they are never granted more than the
+// account's budget, nor any tenant more than its own.
+func TestConcurrentTenantsNeverExceedTheAccount(t *testing.T) {
+	const (
+		account  = 40
+		own      = 25 // each of a and b: together more than the account
+		workers  = 4  // per tenant
+		attempts = 200
+	)
+	k := quota.Key{Provider: "openai", Model: "gpt-4o"}
+	tenant := func(name string) quota.Key {
+		tk := k
+		tk.Tenant = name
+		return tk
+	}
+	limit := func(n int64) []quota.Limit {
+		return []quota.Limit{quota.PerMinute(quota.Requests, n), quota.Concurrent(n)}
+	}
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{
+		k:           {Limits: limit(account), MaxWait: time.Nanosecond},
+		tenant("a"): {Limits: limit(own)},
+		tenant("b"): {Limits: limit(own)},
+	})
+	require.NoError(t, err)
+	clock := quotatest.NewClock(time.Date(2025, time.January, 15, 0, 0, 0, 0, time.UTC))
+	s := newStore(t, ps, clock)
+	ctx := context.Background()
+
+	var mu sync.Mutex
+	grants := map[string]int{}
+	var wg sync.WaitGroup
+	for _, name := range []string{"a", "b", "c", ""} {
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range attempts {
+					ticket := name + "-" + strconv.Itoa(w) + "-" + strconv.Itoa(i)
+					d, err := s.Reserve(ctx, quota.Reservation{Key: tenant(name), Ticket: ticket, Cost: quota.Cost{Requests: 1}})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Outcome == quota.Granted {
+						mu.Lock()
+						grants[name]++
+						mu.Unlock()
+					} else if d.Outcome == quota.Queued {
+						t.Errorf("%s queued with MaxWait 1ns: %+v", ticket, d)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	total := grants["a"] + grants["b"] + grants["c"] + grants[""]
+	t.Logf("grants %v", grants)
+	require.Equal(t, account, total, "the account's budget, all of it and no more")
+	require.LessOrEqual(t, grants["a"], own)
+	require.LessOrEqual(t, grants["b"], own)
+	snap, err := s.Snapshot(ctx, k)
+	require.NoError(t, err)
+	require.InDelta(t, 0, snap.Axes[0].Available, 1e-9)
+	require.InDelta(t, 0, snap.Axes[1].Available, 1e-9, "every slot of the account leased, never more")
+}

@@ -17,10 +17,12 @@ type Options struct {
 }
 
 // Store is a quota.Store held in memory. Build it with New; the zero Store is
-// not usable. It is safe for concurrent use: each key has its own mutex, and
-// the set of keys is fixed by the Policies given to New.
+// not usable. It is safe for concurrent use: each account's budget, with the
+// budgets of the tenants nested in it, has its own mutex, and the set of
+// budgets is fixed by the Policies given to New.
 type Store struct {
 	clock quota.Clock
+	ps    quota.Policies
 	keys  map[quota.Key]*keyState
 }
 
@@ -33,7 +35,7 @@ func New(ps quota.Policies, opts Options) (*Store, error) {
 	if opts.Clock == nil {
 		opts.Clock = quota.SystemClock{}
 	}
-	s := &Store{clock: opts.Clock, keys: make(map[quota.Key]*keyState)}
+	s := &Store{clock: opts.Clock, ps: ps, keys: make(map[quota.Key]*keyState)}
 	for _, k := range ps.Keys() {
 		_, p, _ := ps.Lookup(k)
 		if err := p.Validate(); err != nil {
@@ -41,68 +43,86 @@ func New(ps quota.Policies, opts Options) (*Store, error) {
 		}
 		s.keys[k] = newKeyState(k, p.WithDefaults())
 	}
+	// A tenant's budget joins its account's tree when the account has a
+	// budget; every other budget is the root of a tree of its own.
+	for k, ks := range s.keys {
+		if _, _, ok := ps.Account(k); !ok {
+			ks.tree = &tree{root: ks}
+		}
+	}
+	for k, ks := range s.keys {
+		if a, _, ok := ps.Account(k); ok {
+			ks.tree = s.keys[a].tree
+		}
+	}
 	return s, nil
 }
 
-// state returns the budget k is charged against: k's own, or for a key with a
-// tenant and no policy of its own, the account-wide key's (as
-// quota.Policies.Lookup resolves it). The map is never written after New, so
+// scope returns what a call on k is charged to: the budget
+// quota.Policies.Lookup resolves k to and, for a tenant's budget nested in
+// its account's, the account's too. The map is never written after New, so
 // reading it needs no lock.
-func (s *Store) state(k quota.Key) (*keyState, error) {
-	if ks, ok := s.keys[k]; ok {
-		return ks, nil
+func (s *Store) scope(k quota.Key) (scope, error) {
+	b, _, ok := s.ps.Lookup(k)
+	if !ok {
+		return scope{}, quota.NoPolicyError(k)
 	}
-	if k.Tenant != "" {
-		if ks, ok := s.keys[k.WithoutTenant()]; ok {
-			return ks, nil
-		}
+	ks := s.keys[b]
+	if ks.tree.root != ks {
+		return scope{own: ks, root: ks.tree.root, tenant: k.Tenant}, nil
 	}
-	return nil, quota.NoPolicyError(k)
+	return scope{root: ks, tenant: k.Tenant}, nil
 }
 
-// lookup validates k and returns its state.
-func (s *Store) lookup(k quota.Key) (*keyState, error) {
+// lookup validates k and returns its scope.
+func (s *Store) lookup(k quota.Key) (scope, error) {
 	if err := k.Validate(); err != nil {
-		return nil, err
+		return scope{}, err
 	}
-	return s.state(k)
+	return s.scope(k)
 }
 
 // Reserve charges r.Cost against every axis of r.Key under r.Ticket, all or
 // nothing, as quota.Store documents. ctx is not used: the store never blocks
-// on anything but the key's mutex.
+// on anything but the account's mutex.
 func (s *Store) Reserve(_ context.Context, r quota.Reservation) (quota.Decision, error) {
 	if err := r.Validate(); err != nil {
 		return quota.Decision{}, err
 	}
-	ks, err := s.state(r.Key)
+	sc, err := s.scope(r.Key)
 	if err != nil {
 		return quota.Decision{}, err
 	}
-	now := ks.lock(s.clock)
-	defer ks.mu.Unlock()
-	return ks.reserve(now, r)
+	tr := sc.root.tree
+	now := tr.lock(s.clock)
+	defer tr.mu.Unlock()
+	return tr.reserve(now, sc, r, s.ps.Weight(r.Key))
 }
 
 // Settle charges or refunds the difference between st.Actual and the
-// estimate charged under st.Ticket, releases its lease and applies
-// st.Observed, all under the key's mutex. It returns quota.ErrUnknownTicket
-// (wrapped with the key and ticket) when the ticket is not held as granted;
-// the observations are applied all the same, and a ticket no longer held
-// is charged what st.Actual exceeds st.Charged by (see quota.Store).
+// estimate charged under st.Ticket, releases its leases and applies
+// st.Observed, all under the account's mutex. It returns
+// quota.ErrUnknownTicket (wrapped with the key and ticket) when the ticket
+// is not held as granted; the observations are applied all the same, and a
+// ticket no longer held is charged what st.Actual exceeds st.Charged by (see
+// quota.Store).
 func (s *Store) Settle(_ context.Context, st quota.Settlement) error {
 	if err := st.Validate(); err != nil {
 		return err
 	}
-	ks, err := s.lookup(st.Key)
+	sc, err := s.lookup(st.Key)
 	if err != nil {
 		return err
 	}
-	now := ks.lock(s.clock)
-	defer ks.mu.Unlock()
-	settled := ks.settle(now, st)
-	ks.observe(now, st.Observed)
-	ks.learn(now, st)
+	tr := sc.root.tree
+	now := tr.lock(s.clock)
+	defer tr.mu.Unlock()
+	settled, err := tr.settle(now, sc, st)
+	if err != nil {
+		return err
+	}
+	sc.root.observe(now, st.Observed)
+	sc.root.learn(now, st)
 	if !settled {
 		return fmt.Errorf("%w: %s ticket %q is not granted (never reserved, still queued, settled already or expired); settle only after Reserve granted it",
 			quota.ErrUnknownTicket, st.Key, st.Ticket)
@@ -110,7 +130,7 @@ func (s *Store) Settle(_ context.Context, st quota.Settlement) error {
 	return nil
 }
 
-// Cancel refunds the cost charged under ticket and releases its lease.
+// Cancel refunds the cost charged under ticket and releases its leases.
 // Unknown tickets are not an error; an empty one is an *quota.InvalidError.
 func (s *Store) Cancel(_ context.Context, key quota.Key, ticket string) error {
 	if err := key.Validate(); err != nil {
@@ -119,17 +139,17 @@ func (s *Store) Cancel(_ context.Context, key quota.Key, ticket string) error {
 	if err := quota.ValidateTicket(ticket); err != nil {
 		return err
 	}
-	ks, err := s.state(key)
+	sc, err := s.scope(key)
 	if err != nil {
 		return err
 	}
-	now := ks.lock(s.clock)
-	defer ks.mu.Unlock()
-	ks.cancel(now, ticket)
-	return nil
+	tr := sc.root.tree
+	now := tr.lock(s.clock)
+	defer tr.mu.Unlock()
+	return tr.cancel(now, sc, key, ticket)
 }
 
-// Renew extends the grant held under ticket, and its lease, to lapse ttl
+// Renew extends the grant held under ticket, and its leases, to lapse ttl
 // from now (at most the policy's LeaseTTL, which 0 means) and returns how
 // long it now has left. It returns quota.ErrUnknownTicket (wrapped) when the
 // ticket is not held as granted.
@@ -137,13 +157,17 @@ func (s *Store) Renew(_ context.Context, key quota.Key, ticket string, ttl time.
 	if err := quota.ValidateRenewal(ticket, ttl); err != nil {
 		return 0, err
 	}
-	ks, err := s.lookup(key)
+	sc, err := s.lookup(key)
 	if err != nil {
 		return 0, err
 	}
-	now := ks.lock(s.clock)
-	defer ks.mu.Unlock()
-	left, ok := ks.renewal(now, ticket, ttl)
+	tr := sc.root.tree
+	now := tr.lock(s.clock)
+	defer tr.mu.Unlock()
+	left, ok, err := tr.renewal(now, sc, key, ticket, ttl)
+	if err != nil {
+		return 0, err
+	}
 	if !ok {
 		return 0, fmt.Errorf("%w: %s ticket %q is not granted (never reserved, still queued, settled already or expired); renew only a grant not yet settled",
 			quota.ErrUnknownTicket, key, ticket)
@@ -151,45 +175,55 @@ func (s *Store) Renew(_ context.Context, key quota.Key, ticket string, ttl time.
 	return left, nil
 }
 
-// Pause refuses new tickets on key for d from now, with reason, extending
-// (never shortening) a pause in force. A d of zero or less does nothing.
+// Pause refuses new tickets on key's budget for d from now, with reason,
+// extending (never shortening) a pause in force; an account's pause stops
+// the tenants nested in it too. A d of zero or less does nothing.
 func (s *Store) Pause(_ context.Context, key quota.Key, d time.Duration, reason string) error {
-	ks, err := s.lookup(key)
+	sc, err := s.lookup(key)
 	if err != nil {
 		return err
 	}
-	now := ks.lock(s.clock)
-	defer ks.mu.Unlock()
-	ks.pause(now, d, reason)
+	tr := sc.root.tree
+	now := tr.lock(s.clock)
+	defer tr.mu.Unlock()
+	sc.target().pause(now, d, reason)
 	return nil
 }
 
-// Observe lowers key's levels to what the provider reported remains and, with
-// Policy.AdoptObservedLimits, adopts the reported limits. An observation of an
-// invalid axis is an *quota.InvalidError and nothing is changed.
+// Observe lowers the levels of key's budget to what the provider reported
+// remains and, with Policy.AdoptObservedLimits, adopts the reported limits.
+// An observation of an invalid axis is an *quota.InvalidError and nothing
+// is changed.
 func (s *Store) Observe(_ context.Context, key quota.Key, obs []quota.Observation) error {
 	if err := quota.ValidateObservations(obs); err != nil {
 		return err
 	}
-	ks, err := s.lookup(key)
+	sc, err := s.lookup(key)
 	if err != nil {
 		return err
 	}
-	now := ks.lock(s.clock)
-	defer ks.mu.Unlock()
-	ks.observe(now, obs)
+	tr := sc.root.tree
+	now := tr.lock(s.clock)
+	defer tr.mu.Unlock()
+	sc.target().observe(now, obs)
 	return nil
 }
 
 // Snapshot reports the levels now of the budget key is charged against
-// (Snapshot.Key names that budget: for a tenant without a policy of its own,
-// the account-wide key).
+// first (Snapshot.Key names that budget: for a tenant without a policy of
+// its own, the account-wide key), after letting expired tickets lapse as
+// any other call would.
 func (s *Store) Snapshot(_ context.Context, key quota.Key) (quota.Snapshot, error) {
-	ks, err := s.lookup(key)
+	sc, err := s.lookup(key)
 	if err != nil {
 		return quota.Snapshot{}, err
 	}
-	now := ks.lock(s.clock)
-	defer ks.mu.Unlock()
-	return ks.snapshot(now), nil
+	tr := sc.root.tree
+	now := tr.lock(s.clock)
+	defer tr.mu.Unlock()
+	tr.sweep(now)
+	snap := sc.target().snapshot(now)
+	snap.EstimateRatio = sc.root.estimateRatio(now)
+	snap.Line = tr.tenants(sc.tenant, sc.own == nil)
+	return snap, nil
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/tollgate/tollgate/quota"
 )
 
-// sweepBudget is how many expired tickets one operation on a key may forget.
+// sweepBudget is how many expired tickets one operation on a tree may forget.
 // Every new ticket arrives with an operation, so sweeping more than one per
 // operation keeps the table from growing while keeping each call short.
 const sweepBudget = 4
@@ -22,9 +22,14 @@ const (
 	granted
 )
 
-// ticket is what a key remembers of one caller.
+// ticket is what a tree remembers of one caller.
 type ticket struct {
-	id      string
+	id string
+	// tenant is the Key.Tenant the ticket was reserved under.
+	tenant string
+	// own is the tenant's budget the ticket is charged to besides the
+	// tree's root, nil when it is charged to the root alone.
+	own     *keyState
 	charged quota.Cost
 	// chargedAt is when charged was taken: it names the day of every daily
 	// window charged, which Settle and Cancel correct only while it lasts.
@@ -32,10 +37,15 @@ type ticket struct {
 	state     ticketState
 	// axis is the axis that bound when the ticket was queued.
 	axis quota.Axis
-	// maturity is when a queued ticket may be granted.
+	// maturity is when a queued ticket may be granted, as it was first
+	// told: one in line may have to wait longer (see line.go).
 	maturity time.Time
-	// leased: a granted ticket holds a concurrency lease expiring with the
-	// ticket itself (both live for the grant's TTL, renewed by Renew and by
+	// inLine: the ticket waits in the tree's line, at (tag, seq).
+	inLine bool
+	tag    float64
+	seq    uint64
+	// leased: a granted ticket holds a concurrency lease on each of its
+	// budgets with a concurrency limit, expiring with the ticket itself (both live for the grant's TTL, renewed by Renew and by
 	// Reserve under the ticket).
 	leased bool
 	// expiry is when the record lapses: maturity + LeaseTTL while queued
@@ -46,7 +56,7 @@ type ticket struct {
 	heapAt int
 }
 
-// tickets holds a key's tickets in a slab indexed by id, with a min-heap on
+// tickets holds a tree's tickets in a slab indexed by id, with a min-heap on
 // expiry so expired ones are found without scanning. Slots are reused, so a
 // steady stream of tickets allocates nothing once the slab has grown.
 type tickets struct {

@@ -101,7 +101,8 @@ func testInvalidInput(t *testing.T, s suite) {
 
 // testNoPolicy: a key with no policy (and no account-wide policy to fall
 // back on) is ErrNoPolicy everywhere; a tenant without a policy of its own is
-// charged against its account's, and a tenant with one against its own.
+// charged against its account's, and a tenant with one against its own and
+// its account's.
 func testNoPolicy(t *testing.T, s suite) {
 	account := s.key("tenants")
 	vip := account
@@ -118,7 +119,7 @@ func testNoPolicy(t *testing.T, s suite) {
 	require.NoError(t, err)
 	_, err = st.Reserve(ctx, quota.Reservation{Key: vip, Ticket: "vip-1", Cost: reqs(1)})
 	require.NoError(t, err)
-	e.level(rq, 8)
+	e.level(rq, 7)
 	snap, err := st.Snapshot(ctx, vip)
 	require.NoError(t, err)
 	require.Len(t, snap.Axes, 1)

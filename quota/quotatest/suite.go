@@ -67,6 +67,15 @@ func Run(t *testing.T, newStore Factory) {
 		{"unknown_ticket", testUnknownTicket},
 		{"snapshot", testSnapshot},
 		{"calibration", testCalibration},
+		{"nested_budgets", testNestedBudgets},
+		{"nested_oversize", testNestedOversize},
+		{"nested_pause", testNestedPause},
+		{"nested_settle", testNestedSettle},
+		{"nested_concurrency", testNestedConcurrency},
+		{"nested_signals", testNestedSignals},
+		{"fair_share", testFairShare},
+		{"fair_weights", testFairWeights},
+		{"fair_single_tenant", testFairSingleTenant},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, s) })
 	}

@@ -27,9 +27,9 @@ func TestClusterConformance(t *testing.T) {
 	})
 }
 
-// TestClusterKeysShareASlot: every Redis key of one quota key (state,
-// leases, tickets) hashes to one slot on one master, while different quota
-// keys spread over the cluster.
+// TestClusterKeysShareASlot: every Redis key of one account (state,
+// leases, queue, tickets, and its tenants' budgets) hashes to one slot on
+// one master, while different accounts spread over the cluster.
 func TestClusterKeysShareASlot(t *testing.T) {
 	rdb := redistest.StartCluster(t).Client()
 	ctx := context.Background()
@@ -38,6 +38,8 @@ func TestClusterKeysShareASlot(t *testing.T) {
 	for _, m := range models {
 		policies[quota.Key{Provider: "openai", Model: m}] = quota.Policy{Limits: []quota.Limit{
 			quota.PerMinute(quota.Requests, 10), quota.PerDay(quota.Tokens, 1000, nil), quota.Concurrent(2)}}
+		policies[quota.Key{Provider: "openai", Model: m, Tenant: "vip"}] = quota.Policy{Limits: []quota.Limit{
+			quota.PerMinute(quota.Requests, 10), quota.Concurrent(2)}}
 	}
 	ps, err := quota.NewPolicies(policies)
 	require.NoError(t, err)
@@ -45,8 +47,13 @@ func TestClusterKeysShareASlot(t *testing.T) {
 	require.NoError(t, err)
 	for _, m := range models {
 		k := quota.Key{Provider: "openai", Model: m}
-		for _, ticket := range []string{"wf/run/1", "wf/run/2", "wf/run/3"} { // granted, granted, queued
-			_, err := s.Reserve(ctx, quota.Reservation{Key: k, Ticket: ticket, Cost: quota.Cost{Requests: 1, Tokens: 10}})
+		vip := k
+		vip.Tenant = "vip"
+		for _, r := range []struct {
+			key    quota.Key
+			ticket string
+		}{{k, "wf/run/1"}, {vip, "wf/run/2"}, {k, "wf/run/3"}} { // granted, granted, queued
+			_, err := s.Reserve(ctx, quota.Reservation{Key: r.key, Ticket: r.ticket, Cost: quota.Cost{Requests: 1, Tokens: 10}})
 			require.NoError(t, err)
 		}
 	}
@@ -76,7 +83,7 @@ func TestClusterKeysShareASlot(t *testing.T) {
 				require.Equal(t, masterOf[tag], masterOf[k], "%s lives with its state hash", k)
 			}
 		}
-		require.Len(t, mine, 6, "%s: state, leases, the queue of places and three tickets: %v", m, mine)
+		require.Len(t, mine, 8, "%s: state, leases, the queue, three tickets, the tenant's state and leases: %v", m, mine)
 		for _, slot := range slots {
 			require.Equal(t, slots[0], slot, "%s: one slot for all its keys", m)
 		}

@@ -6,51 +6,80 @@ import goredis "github.com/redis/go-redis/v9"
 // EVALSHA, atomic for the key, so replicas never race between reading a level
 // and charging it.
 //
-// KEYS: [1] the key's state hash, [2] its lease zset, [3] the ticket's record
-// (Reserve, Settle, Cancel, Renew; otherwise any key of the same slot), [4]
-// its queue zset: the tickets queued and not yet granted, scored by expiry,
-// each member "c1 c2 c3 c4 w id" (the ticket's charge, the time it was
-// charged at and its id), so that one that lapses unclaimed is refunded
-// without reading its record.
+// A call is charged to one budget, or to two: a tenant's own budget nested
+// in its account's. The account's budget (or the tenant's, when its account
+// has none) is the root: it holds the tickets, and its ratio calibrates
+// every call charged to it. Each budget has a state hash, a lease zset and a
+// queue zset; a call's decision reads and writes every budget it is charged
+// to, the tenant's first among equals.
+//
+// KEYS: [1] the root's state hash, [2] its lease zset, [3] the ticket's
+// record (Reserve, Settle, Cancel, Renew; otherwise any key of the same
+// slot), [4] its queue zset: the tickets queued and not yet granted, scored
+// by expiry, each member "#q c1 c2 c3 c4 w n id" (the ticket's place in the
+// order of arrival in line, or "-", its charge, the time it was charged at,
+// its tenant and its id), so that one that lapses unclaimed is refunded
+// without reading its record (a member written before q and n existed
+// reads "c1 c2 c3 c4 w id"); [5] its line: the members of the tickets
+// waiting for capacity, scored by their fair-share tags (see the memory
+// store's line.go); [6] its finish hash: each tenant's latest tag, by "."
+// and the tenant's name, expiring when the line goes idle; [7] its waiting
+// hash: each tenant's tickets in line and their cost, "count c1 c2 c3 c4",
+// by the same names; then, for a tenant's budget nested in the root, [8]
+// its state hash, [9] its lease zset and [10] its queue zset, holding the
+// same members for the tenant's tickets.
 //
 // ARGV, built by args.go:
 //
 //	1  op: reserve | settle | cancel | renew | pause | observe | snapshot
 //	2  now in unix µs, or "" to read Redis TIME
-//	3  max wait µs   4 lease TTL µs   5 priority reserve (fraction)
-//	6  1 if the policy adopts observed limits, else 0
-//	7  n, the number of limits, then n × (axis, kind, effective capacity,
+//	3  the call's tenant ("" for none)   4 its weight (quota.Policies.Weight)
+//	5  max wait µs   6 lease TTL µs (each the shorter of the budgets')
+//	7  the number of budgets, 1 or 2, then for each, the root first: its
+//	   priority reserve (fraction), 1 if it adopts observed limits else 0,
+//	   n its number of limits, then n × (axis, kind, effective capacity,
 //	   period µs), in quota.Axes() order
-//	…  for each daily limit, 6 midnights (unix µs) around the caller's clock
-//	…  the epoch of the key's state the caller last saw ('' for none), a
-//	   name for a new one, then for each daily limit the window the caller
-//	   last saw, "start used" as the reserve reply gave it, or ''
+//	…  for each daily limit of each budget, in the same order, 6 midnights
+//	   (unix µs) around the caller's clock
+//	…  a name for a new epoch, then for each budget the epoch of its state
+//	   the caller last saw ('' for none), then for each daily limit of each
+//	   budget the window the caller last saw, "start used" as the reserve
+//	   reply gave it, or ''
 //	…  the op's own arguments (see each op below)
 //
-// State hash fields, per axis id a: l<a>/t<a> bucket level and the time it
-// was computed at, w<a>/d<a> daily window start and units used in it,
+// State hash fields (of each budget), per axis id a: l<a>/t<a> bucket level
+// and the time it was computed at, w<a>/d<a> daily window start and units
+// used in it,
 // c<a> adopted effective capacity and o<a> the configured effective capacity
 // it was adopted under; pu/pr pause end and reason; er/et the learned
 // estimate ratio and the time it was learned at, e1/e2 its last two samples
-// (quota.Ratio); ep the state's epoch, ef set while nobody can tell whether
-// it replaced a lost one, rv when the placeholder leases of the last
-// recovery lapse and lp how many are left (see recover). An adopted capacity
+// (quota.Ratio), kept by the root; ep the state's epoch, ef set while nobody
+// can tell whether it replaced a lost one, rv when the placeholder leases of
+// the last recovery lapse and lp how many are left (see recover); fv/fq the line's virtual time (the tag
+// of the ticket served last) and arrival counter, and q1..q4 the cost in
+// line per part, kept by the root while its line is not empty. An adopted capacity
 // counts only for a policy that adopts and is configured as o<a> says, so a
 // changed configuration wins over what an earlier one adopted. The state
 // hash and lease zset have no TTL: there is one of each per key with a
 // policy.
 //
 // A ticket is one string (GET and SET … PX are a call each, where a hash
-// would need two to write): "s m x a c1 c2 c3 c4 w", with s q(ueued) or
-// g(ranted), m maturity µs, x expiry µs, a the axis of the wait, c1..c4
-// the charged cost (requests, tokens, input, output tokens) and w the time
-// it was charged at in µs, which names the day of every daily window
-// charged: Settle and Cancel correct a window only while that day lasts.
-// A ticket written before w existed lacks it and is corrected in any day.
+// would need two to write): "s m x a c1 c2 c3 c4 w n g q", with s q(ueued)
+// or g(ranted), m maturity µs (the one first told), x expiry µs, a the axis
+// of the wait, c1..c4 the charged cost (requests, tokens, input, output
+// tokens), w the time it was charged at in µs, which names the day of every
+// daily window charged: Settle and Cancel correct a window only while that
+// day lasts; n "." followed by the tenant it was reserved under: the
+// tickets of an account and its tenants share the root's namespace, and a
+// call under another tenant is told so; g its tag while it waits in line,
+// else "-", and q its place in the order of arrival in line ("-": never in
+// line). A ticket written before w existed lacks it and is corrected in any
+// day; one written before n, any tenant may use, and it waits outside the
+// line.
 // Its PX only collects garbage: x decides. A queued ticket is also a member
-// of the queue zset until it is granted, cancelled or lapses; every call
-// first refunds up to SWEEP queued tickets that lapsed (a call that never
-// ran costs nothing).
+// of each queue zset of its budgets until it is granted, cancelled or
+// lapses; every call first refunds, on each budget it reads, up to SWEEP
+// queued tickets that lapsed (a call that never ran costs nothing).
 //
 // Lua numbers are doubles and Redis truncates them to integers on return, so
 // every fractional value travels as a string formatted with %.17g (integers
@@ -58,7 +87,7 @@ import goredis "github.com/redis/go-redis/v9"
 // returns only integers below 2^53 as numbers. Parsing (strtod) and
 // formatting are most of the script's own cost, so it does each once.
 var script = goredis.NewScript(`
-local S, L, T, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local S, L, T, Q, N, F, W = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local op = ARGV[1]
 local BUCKET, DAILY, LEASES = '1', '2', '3'
 local LEASE_RETRY = 1000000 -- quota.DefaultLeaseRetry
@@ -92,71 +121,100 @@ else
   now = tonumber(ARGV[2])
 end
 local nowS = fmt(now)
-
-local st = {}
-do
-  local raw = redis.call('HGETALL', S)
-  for j = 1, #raw, 2 do st[raw[j]] = raw[j + 1] end
-end
+local tenant = '.' .. ARGV[3]
 
 -- costOn maps an axis id to the index of the cost part it charges.
 local costOn = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 1, ['6'] = 2}
 
+-- A budget: its keys, st its state hash as read, prio its priority reserve,
+-- adopts, n its number of axes, axes, conc its concurrency axis, daily
+-- whether it has daily axes and nd how many, pu/pr its pause's end and
+-- reason, paused; ep its state's epoch, known the one the caller saw and
+-- seenAt where the caller's view of its daily windows starts in ARGV.
 -- Each axis: id and kind as passed, cap (the adopted one if it counts, see
 -- the header), conf the configured capacity as passed, period µs (buckets
--- only), ci its cost part (none for concurrency).
-local adopts = ARGV[6] == '1'
-local n = tonumber(ARGV[7])
-local axes = {}
-local conc, daily
-local nd = 0 -- daily limits
+-- only), ci its cost part (none for concurrency), st its budget's state.
 local lastP, period -- axes usually share a period: parse each one once
-local i = 8
-for k = 1, n do
-  local id, kind, conf = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  if kind == BUCKET and ARGV[i + 3] ~= lastP then
-    lastP = ARGV[i + 3]
-    period = tonumber(lastP)
+local function budget(Sk, Lk, Qk, i)
+  local st = {}
+  local raw = redis.call('HGETALL', Sk)
+  for j = 1, #raw, 2 do st[raw[j]] = raw[j + 1] end
+  local pu = st['pu']
+  pu = pu and tonumber(pu) or 0
+  local b = {S = Sk, L = Lk, Q = Qk, st = st, prio = tonumber(ARGV[i]), adopts = ARGV[i + 1] == '1',
+    n = tonumber(ARGV[i + 2]), axes = {}, conc = nil, daily = false, nd = 0, pu = pu, pr = st['pr'], paused = pu > now,
+    ep = st['ep'], known = nil, seenAt = nil}
+  i = i + 3
+  for k = 1, b.n do
+    local id, kind, conf = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+    if kind == BUCKET and ARGV[i + 3] ~= lastP then
+      lastP = ARGV[i + 3]
+      period = tonumber(lastP)
+    end
+    local cap = conf
+    if b.adopts and st['o' .. id] == conf and st['c' .. id] then cap = st['c' .. id] end
+    -- Every field is named here so the table is sized once (lv: see adjust).
+    local a = {id = id, kind = kind, cap = tonumber(cap), conf = conf, ci = costOn[id],
+      period = kind == BUCKET and period or nil, lv = nil, st = st}
+    if kind == LEASES then
+      b.conc = a
+    elseif kind == DAILY then
+      b.daily = true
+      b.nd = b.nd + 1
+    end
+    b.axes[k] = a
+    i = i + 4
   end
-  local cap = conf
-  if adopts and st['o' .. id] == conf and st['c' .. id] then cap = st['c' .. id] end
-  -- Every field is named here so the table is sized once (lv: see adjust).
-  local a = {id = id, kind = kind, cap = tonumber(cap), conf = conf, ci = costOn[id],
-    period = kind == BUCKET and period or nil, lv = nil}
-  if kind == LEASES then
-    conc = a
-  elseif kind == DAILY then
-    daily = true
-  end
-  axes[k] = a
-  i = i + 4
+  return b, i
 end
-if daily then
-  for k = 1, n do
-    local a = axes[k]
-    if a.kind == DAILY then
-      local from = tonumber(ARGV[i])
-      for j = 1, 5 do
-        local to = tonumber(ARGV[i + j])
-        if from <= now and now < to then a.ws, a.we = from, to end
-        from = to
+
+local i = 8
+local root, own
+root, i = budget(S, L, Q, i)
+if ARGV[7] == '2' then own, i = budget(KEYS[8], KEYS[9], KEYS[10], i) end
+-- budgets lists the call's budgets, the tenant's first; target is the one
+-- its key names (Pause, Observe, Snapshot).
+local budgets = {root}
+local target = root
+if own then budgets, target = {own, root}, own end
+
+for _, b in ipairs({root, own}) do
+  if b.daily then
+    for k = 1, b.n do
+      local a = b.axes[k]
+      if a.kind == DAILY then
+        local from = tonumber(ARGV[i])
+        for j = 1, 5 do
+          local to = tonumber(ARGV[i + j])
+          if from <= now and now < to then a.ws, a.we = from, to end
+          from = to
+        end
+        if not a.ws then
+          return redis.error_reply('ERR tollgate: clock ' .. now .. ' is outside the daily windows passed for axis ' .. a.id .. '; the caller clock and Redis TIME disagree by days')
+        end
+        i = i + 6
       end
-      if not a.ws then
-        return redis.error_reply('ERR tollgate: clock ' .. now .. ' is outside the daily windows passed for axis ' .. a.id .. '; the caller clock and Redis TIME disagree by days')
-      end
-      i = i + 6
-      nd = nd + 1
     end
   end
+end
+local epochName = ARGV[i]
+i = i + 1
+for _, b in ipairs({root, own}) do
+  b.known = ARGV[i]
+  i = i + 1
+end
+for _, b in ipairs({root, own}) do
+  b.seenAt = i
+  i = i + b.nd
 end
 
 -- The axes' level times are usually one write's now: parse each one once.
 local lastT, lastTN
 local function level(a)
-  local l = st['l' .. a.id]
+  local l = a.st['l' .. a.id]
   if not l then return a.cap end
   l = tonumber(l)
-  local ts = st['t' .. a.id]
+  local ts = a.st['t' .. a.id]
   if ts ~= lastT then lastT, lastTN = ts, tonumber(ts) end
   local dt = now - lastTN
   if dt > 0 then l = l + dt * a.cap / a.period end
@@ -165,21 +223,27 @@ local function level(a)
 end
 
 local function used(a)
-  if tonumber(st['w' .. a.id]) == a.ws then return tonumber(st['d' .. a.id]) end
+  if tonumber(a.st['w' .. a.id]) == a.ws then return tonumber(a.st['d' .. a.id]) end
   return 0
 end
 
-local pausedUntil = st['pu']
-pausedUntil = pausedUntil and tonumber(pausedUntil) or 0
-local paused = pausedUntil > now
+-- pause returns the call's budget whose pause ends last (the tenant's
+-- among equals), or nil when none is paused.
+local function pause()
+  local p
+  for _, b in ipairs(budgets) do
+    if b.paused and (not p or b.pu > p.pu) then p = b end
+  end
+  return p
+end
 
--- ratioAt returns the key's learned estimate ratio at now, within
+-- ratioAt returns the root's learned estimate ratio at now, within
 -- [minR, maxR], back toward 1 by half every half µs since it was learned:
 -- quota.Ratio.ValueAt.
 local function ratioAt(minR, maxR, half)
-  local v = tonumber(st['er'] or '')
+  local v = tonumber(root.st['er'] or '')
   if not v then return 1 end
-  local age = now - tonumber(st['et'])
+  local age = now - tonumber(root.st['et'])
   if age > 0 then v = 1 + (v - 1) * 2 ^ (-age / half) end
   if v < minR then v = minR end
   if v > maxR then v = maxR end
@@ -187,10 +251,12 @@ local function ratioAt(minR, maxR, half)
 end
 
 -- learn folds one sample (the provider's count over the prompt's estimate)
--- into the ratio: quota.Ratio.Learn. With the last two, the ratio rises at
--- once to their median, or falls RATIO_FALL of the way to their highest.
+-- into the root's ratio: quota.Ratio.Learn. With the last two, the ratio
+-- rises at once to their median, or falls RATIO_FALL of the way to their
+-- highest.
 local RATIO_FALL = 0.5 -- quota's ratioFall
 local function learn(sample, minR, maxR, half)
+  local st = root.st
   local cur = ratioAt(minR, maxR, half)
   local s = sample
   if s < minR then s = minR end
@@ -213,60 +279,61 @@ local function learn(sample, minR, maxR, half)
   if v > maxR then v = maxR end
   local at = nowS
   if st['et'] and tonumber(st['et']) > now then at = st['et'] end
-  redis.call('HSET', S, 'er', fmt(v), 'et', at, 'e1', fmt(s), 'e2', st['e1'] or '')
+  redis.call('HSET', root.S, 'er', fmt(v), 'et', at, 'e1', fmt(s), 'e2', st['e1'] or '')
 end
 
 -- stamp is the time to date a bucket's new level at: now, unless the clock
 -- has stepped back past the level's own time. A level is never dated back,
 -- or the span the clock repeats would earn a second refill.
 local function stamp(a)
-  local ts = st['t' .. a.id]
+  local ts = a.st['t' .. a.id]
   if ts and tonumber(ts) > now then return ts end
   return nowS
 end
 
--- adjust charges delta[1..4] (negative: refunds) against every axis and
--- keeps st current for what follows; a bucket's level is a.lv when the
--- caller has just read it. Given at, the time a ticket was charged at, a
--- daily window is left alone unless at falls in its current day: a new day
--- owes nothing for an estimate made the day before.
+-- adjust charges delta[1..4] (negative: refunds) against every axis of
+-- budget b and keeps its st current for what follows; a bucket's level is
+-- a.lv when the caller has just read it. Given at, the time a ticket was
+-- charged at, a daily window is left alone unless at falls in its current
+-- day: a new day owes nothing for an estimate made the day before.
 -- Refunds never lift a bucket above its capacity nor a window below zero.
-local function adjust(delta, at)
+local function adjust(b, delta, at)
   local hs, h = {}, 0
-  for k = 1, n do
-    local a = axes[k]
+  for k = 1, b.n do
+    local a = b.axes[k]
     local c = a.ci and delta[a.ci]
     if c and at and a.kind == DAILY and (at < a.ws or at >= a.we) then c = nil end
     if a.kind == BUCKET and c then
       local l = (a.lv or level(a)) - c
       if c < 0 and l > a.cap then l = a.cap end
       local lk, tk = 'l' .. a.id, 't' .. a.id
-      st[lk], st[tk] = fmt(l), stamp(a)
-      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = lk, st[lk], tk, st[tk]
+      b.st[lk], b.st[tk] = fmt(l), stamp(a)
+      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = lk, b.st[lk], tk, b.st[tk]
       h = h + 4
     elseif a.kind == DAILY and c then
       local u = used(a) + c
       if u < 0 then u = 0 end
       local wk, dk = 'w' .. a.id, 'd' .. a.id
-      st[wk], st[dk] = fmt(a.ws), fmt(u)
-      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = wk, st[wk], dk, st[dk]
+      b.st[wk], b.st[dk] = fmt(a.ws), fmt(u)
+      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = wk, b.st[wk], dk, b.st[dk]
       h = h + 4
     end
   end
-  if h > 0 then redis.call('HSET', S, unpack(hs)) end
+  if h > 0 then redis.call('HSET', b.S, unpack(hs)) end
 end
 
--- observe applies what a provider reported, from ARGV[j]: m, then m ×
--- (axis id, adopted effective capacity or -1, remaining or -1). Levels are
--- only lowered; an adopted capacity replaces the policy's, recorded with the
--- configured capacity it was adopted under.
-local function observe(j)
+-- observe applies to budget b what a provider reported, from ARGV[j]: m,
+-- then m × (axis id, adopted effective capacity or -1, remaining or -1).
+-- Levels are only lowered; an adopted capacity replaces the policy's,
+-- recorded with the configured capacity it was adopted under.
+local function observe(b, j)
   local m = tonumber(ARGV[j])
   local hs = {}
+  local st = b.st
   for k = 0, m - 1 do
     local id, adopt, rem = ARGV[j + 1 + 3 * k], tonumber(ARGV[j + 2 + 3 * k]), tonumber(ARGV[j + 3 + 3 * k])
-    for q = 1, n do
-      local a = axes[q]
+    for q = 1, b.n do
+      local a = b.axes[q]
       if a.id == id then
         if a.kind == BUCKET then
           local l = level(a)
@@ -295,69 +362,52 @@ local function observe(j)
       end
     end
   end
-  if #hs > 0 then redis.call('HSET', S, unpack(hs)) end
+  if #hs > 0 then redis.call('HSET', b.S, unpack(hs)) end
 end
 
--- member is t's entry in the queue zset.
-local function member(t, id)
-  return t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. ' ' .. t.w .. ' ' .. id
-end
-
--- sweep refunds up to SWEEP queued tickets that lapsed before now, never
--- granted: daily windows only while the day they were charged in lasts.
-local function sweep()
-  local due = redis.call('ZRANGEBYSCORE', Q, '-inf', nowS, 'LIMIT', 0, SWEEP)
-  for _, m in ipairs(due) do
-    local c1, c2, c3, c4, w = string.match(m, '^(%S+) (%S+) (%S+) (%S+) (%S*) ')
-    if c1 then
-      adjust({-tonumber(c1), -tonumber(c2), -tonumber(c3), -tonumber(c4)}, tonumber(w))
-    end
-    redis.call('ZREM', Q, m)
-  end
-end
-
--- The epoch names one life of the key's state: a new one begins when the
--- state hash is created. A caller that saw another epoch and finds the
--- hash gone, or recreated by a caller that could not tell it was lost
--- (ef), knows the state was lost (a restart without persistence, a
--- failover, an eviction) and recovers it. A caller that saw none cannot
--- tell a lost key from a new one.
-local known, seenAt = ARGV[i], i + 2
-local ep = st['ep']
+-- The epoch names one life of a budget's state: a new one begins when its
+-- state hash is created. A caller that saw another epoch and finds the hash
+-- gone, or recreated by a caller that could not tell it was lost (ef),
+-- knows the state was lost (a restart without persistence, a failover, an
+-- eviction) and recovers it. A caller that saw none cannot tell a lost
+-- budget from a new one.
 local PLACEHOLDER = '\0lost ' -- a placeholder lease's name, before rv and its number
 
--- begin names a new epoch: one generation past the caller's, the caller's
--- name for it and now, so that it differs from every epoch anyone saw.
-local function begin()
-  return (tonumber(string.match(known, '^(%d+)%.')) or 0) + 1 .. '.' .. ARGV[i + 1] .. '@' .. nowS
+-- begin names a new epoch of budget b: one generation past the caller's,
+-- the caller's name for it and now, so that it differs from every epoch
+-- anyone saw.
+local function begin(b)
+  return (tonumber(string.match(b.known, '^(%d+)%.')) or 0) + 1 .. '.' .. epochName .. '@' .. nowS
 end
 
--- seen returns the use of the j-th daily limit a's current window that the
--- caller last saw, 0 if it saw another window or none.
-local function seen(a, j)
-  local ws, u = string.match(ARGV[seenAt + j - 1], '^(%S+) (%S+)$')
+-- seen returns the use of budget b's j-th daily limit a's current window
+-- that the caller last saw, 0 if it saw another window or none.
+local function seen(b, a, j)
+  local ws, u = string.match(ARGV[b.seenAt + j - 1], '^(%S+) (%S+)$')
   if ws and tonumber(ws) == a.ws then return tonumber(u) end
   return 0
 end
 
--- recover restarts the key's state after a loss, from what the caller saw:
--- every bucket empty (or lower) and dated now, so it refills at its rate
--- and hands out no burst it never had; every daily window at least as used
--- as the caller last saw it; every concurrency slot no live lease holds
--- taken by a placeholder until the policy's lease TTL from now, for the
--- calls granted before the loss, which take them over as they renew or
+-- recover restarts budget b's state after a loss, from what the caller
+-- saw: every bucket empty (or lower) and dated now, so it refills at its
+-- rate and hands out no burst it never had; every daily window at least as
+-- used as the caller last saw it; every concurrency slot no live lease
+-- holds taken by a placeholder until the policy's lease TTL from now, for
+-- the calls granted before the loss, which take them over as they renew or
 -- settle (regrant). Queued tickets are gone with their records: their
--- callers are charged again when they come back. With lost false (a
--- caller that saw an older epoch recovered the state already), only the
--- daily windows are raised to what this caller saw.
-local function recover(lost)
+-- callers are charged again when they come back; a root whose hash was
+-- gone starts its line afresh. With lost false (a caller that saw an older
+-- epoch recovered the state already), only the daily windows are raised to
+-- what this caller saw.
+local function recover(b, lost)
+  local st = b.st
   local hs, j = {}, 0
-  for k = 1, n do
-    local a = axes[k]
+  for k = 1, b.n do
+    local a = b.axes[k]
     local id = a.id
     if a.kind == DAILY then
       j = j + 1
-      local u = seen(a, j)
+      local u = seen(b, a, j)
       if u > used(a) then
         st['w' .. id], st['d' .. id] = fmt(a.ws), fmt(u)
         hs[#hs + 1] = 'w' .. id; hs[#hs + 1] = st['w' .. id]
@@ -370,81 +420,186 @@ local function recover(lost)
       hs[#hs + 1] = 'l' .. id; hs[#hs + 1] = st['l' .. id]
       hs[#hs + 1] = 't' .. id; hs[#hs + 1] = st['t' .. id]
     elseif lost then
-      local rv = fmt(now + tonumber(ARGV[4]))
-      local free = math.floor(a.cap) - redis.call('ZCOUNT', L, '(' .. nowS, '+inf')
-      for q = 1, free do redis.call('ZADD', L, rv, PLACEHOLDER .. rv .. ' ' .. q) end
+      local rv = fmt(now + tonumber(ARGV[6]))
+      local free = math.floor(a.cap) - redis.call('ZCOUNT', b.L, '(' .. nowS, '+inf')
+      for q = 1, free do redis.call('ZADD', b.L, rv, PLACEHOLDER .. rv .. ' ' .. q) end
       st['lp'], st['rv'] = fmt(free > 0 and free or 0), rv
       hs[#hs + 1] = 'lp'; hs[#hs + 1] = st['lp']
       hs[#hs + 1] = 'rv'; hs[#hs + 1] = rv
     end
   end
   if lost then
-    if not ep then ep = begin() end
-    st['ep'], st['ef'] = ep, nil
-    hs[#hs + 1] = 'ep'; hs[#hs + 1] = ep
-    redis.call('HDEL', S, 'ef')
+    if b == root and not b.ep then redis.call('DEL', N, F, W) end
+    if not b.ep then b.ep = begin(b) end
+    st['ep'], st['ef'] = b.ep, nil
+    hs[#hs + 1] = 'ep'; hs[#hs + 1] = b.ep
+    redis.call('HDEL', b.S, 'ef')
   end
-  if #hs > 0 then redis.call('HSET', S, unpack(hs)) end
+  if #hs > 0 then redis.call('HSET', b.S, unpack(hs)) end
 end
 
-if ep ~= known then
-  if known ~= '' then
-    recover(not ep or st['ef'] ~= nil)
-  elseif not ep then
-    ep = begin()
-    st['ep'], st['ef'] = ep, '1'
-    redis.call('HSET', S, 'ep', ep, 'ef', '1')
-  end
-end
-i = i + 2 + nd
-
--- regrant keeps, for ticket id whose record is gone, the grant it held: its
--- own lease if it still has one (the record alone was evicted), else a
--- placeholder recover left, until x (formatted µs), or releases it when x
--- is nil. It reports whether the ticket held a grant so: never on a key
--- without a concurrency limit, where no lease says which calls ran.
-local function regrant(id, x)
-  if not conc then return false end
-  local held = redis.call('ZSCORE', L, id)
-  if not (held and tonumber(held) > now) then
-    local rv, lp = st['rv'], tonumber(st['lp'] or '0')
-    if lp < 1 or tonumber(rv) <= now or redis.call('ZREM', L, PLACEHOLDER .. rv .. ' ' .. lp) == 0 then
-      return false
+for _, b in ipairs({root, own}) do
+  if b.ep ~= b.known then
+    if b.known ~= '' then
+      recover(b, not b.ep or b.st['ef'] ~= nil)
+    elseif not b.ep then
+      b.ep = begin(b)
+      b.st['ep'], b.st['ef'] = b.ep, '1'
+      redis.call('HSET', b.S, 'ep', b.ep, 'ef', '1')
     end
-    st['lp'] = fmt(lp - 1)
-    redis.call('HSET', S, 'lp', st['lp'])
   end
-  if x then redis.call('ZADD', L, x, id) else redis.call('ZREM', L, id) end
+end
+
+-- regrant keeps, for ticket id whose record is gone, the grant it held on
+-- every budget with a concurrency limit: its own lease where it still has
+-- one (the record alone was evicted), else a placeholder recover left,
+-- until x (formatted µs), or releases it when x is nil. It reports whether
+-- the ticket held a grant so, changing nothing when one budget cannot say
+-- it did: never on budgets without a concurrency limit, where no lease
+-- says which calls ran.
+local function regrant(id, x)
+  local takes, any = {}, false
+  for _, b in ipairs(budgets) do
+    if b.conc then
+      any = true
+      local held = redis.call('ZSCORE', b.L, id)
+      if not (held and tonumber(held) > now) then
+        local rv, lp = b.st['rv'], tonumber(b.st['lp'] or '0')
+        if lp < 1 or tonumber(rv) <= now or not redis.call('ZSCORE', b.L, PLACEHOLDER .. rv .. ' ' .. lp) then
+          return false
+        end
+        takes[#takes + 1] = b
+      end
+    end
+  end
+  if not any then return false end
+  for _, b in ipairs(takes) do
+    local lp = tonumber(b.st['lp'])
+    redis.call('ZREM', b.L, PLACEHOLDER .. b.st['rv'] .. ' ' .. lp)
+    b.st['lp'] = fmt(lp - 1)
+    redis.call('HSET', b.S, 'lp', b.st['lp'])
+  end
+  for _, b in ipairs(budgets) do
+    if b.conc then
+      if x then redis.call('ZADD', b.L, x, id) else redis.call('ZREM', b.L, id) end
+    end
+  end
   return true
 end
 
-sweep()
+-- member is t's entry in the queue zsets and the line.
+local function member(t, id)
+  if t.q == '' then -- written before tickets had places in line
+    return t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. ' ' .. t.w .. ' ' .. id
+  end
+  return '#' .. t.q .. ' ' .. t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. ' ' .. t.w .. ' ' .. t.n .. ' ' .. id
+end
 
+-- parts reads "count c1 c2 c3 c4" (nil: none) into a table of numbers.
+local function parts(raw)
+  local c, c1, c2, c3, c4 = string.match(raw or '', '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
+  if not c then return {0, 0, 0, 0, 0} end
+  return {tonumber(c), tonumber(c1), tonumber(c2), tonumber(c3), tonumber(c4)}
+end
+
+-- inLine returns the cost in the root's line per part, all tenants'.
+local function inLine()
+  local st = root.st
+  return {tonumber(st['q1'] or '') or 0, tonumber(st['q2'] or '') or 0, tonumber(st['q3'] or '') or 0,
+    tonumber(st['q4'] or '') or 0}
+end
+
+-- count adds sign × the cost of member m, of tenant n, to the line's
+-- totals: the root's q1..q4 and the tenant's entry in W.
+local function count(n, c, sign)
+  local st = root.st
+  local hs = {}
+  for k = 1, 4 do
+    st['q' .. k] = fmt((tonumber(st['q' .. k] or '') or 0) + sign * c[k])
+    hs[#hs + 1] = 'q' .. k
+    hs[#hs + 1] = st['q' .. k]
+  end
+  redis.call('HSET', S, unpack(hs))
+  local w = parts(redis.call('HGET', W, n))
+  w[1] = w[1] + sign
+  if w[1] <= 0 then
+    redis.call('HDEL', W, n)
+  else
+    redis.call('HSET', W, n, fmt(w[1]) .. ' ' .. fmt(w[2] + sign * c[1]) .. ' ' .. fmt(w[3] + sign * c[2]) .. ' ' ..
+      fmt(w[4] + sign * c[3]) .. ' ' .. fmt(w[5] + sign * c[4]))
+  end
+end
+
+-- unline takes member m out of the line, if it is in it; the line that
+-- empties starts afresh (its virtual time, counter, totals and tags).
+local function unline(m)
+  if redis.call('ZREM', N, m) == 0 then return end
+  if redis.call('ZCARD', N) == 0 then
+    redis.call('DEL', F, W)
+    redis.call('HDEL', S, 'fv', 'fq', 'q1', 'q2', 'q3', 'q4')
+    local st = root.st
+    st['fv'], st['fq'], st['q1'], st['q2'], st['q3'], st['q4'] = nil, nil, nil, nil, nil, nil
+    return
+  end
+  local c1, c2, c3, c4, n = string.match(m, '^#%S+ (%S+) (%S+) (%S+) (%S+) %S+ (%S+) ')
+  count(n, {tonumber(c1), tonumber(c2), tonumber(c3), tonumber(c4)}, -1)
+end
+
+-- sweep refunds to budget b up to SWEEP of its queued tickets that lapsed
+-- before now, never granted: daily windows only while the day they were
+-- charged in lasts.
+local function sweep(b)
+  local due = redis.call('ZRANGEBYSCORE', b.Q, '-inf', nowS, 'LIMIT', 0, SWEEP)
+  for _, m in ipairs(due) do
+    local c1, c2, c3, c4, w
+    if string.byte(m) == 35 then -- '#'
+      c1, c2, c3, c4, w = string.match(m, '^#%S+ (%S+) (%S+) (%S+) (%S+) (%S+) ')
+    else
+      c1, c2, c3, c4, w = string.match(m, '^(%S+) (%S+) (%S+) (%S+) (%S*) ')
+    end
+    if c1 then
+      adjust(b, {-tonumber(c1), -tonumber(c2), -tonumber(c3), -tonumber(c4)}, tonumber(w))
+    end
+    redis.call('ZREM', b.Q, m)
+    unline(m)
+  end
+end
+for _, b in ipairs(budgets) do sweep(b) end
+
+-- ticket returns the live ticket T, or nil; and, when it was reserved
+-- under another tenant than the call's, that tenant ("." and its name).
 local function ticket()
   local raw = redis.call('GET', T)
   if not raw then return nil end
   local t = {}
-  t.s, t.m, t.x, t.a, t.c1, t.c2, t.c3, t.c4, t.w =
-    string.match(raw, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) ?(%S*)$')
+  t.s, t.m, t.x, t.a, t.c1, t.c2, t.c3, t.c4, t.w, t.n, t.g, t.q =
+    string.match(raw, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) ?(%S*) ?(%S*) ?(%S*) ?(%S*)$')
   if not t.x or tonumber(t.x) <= now then
     return nil -- expired: unknown, whatever PEXPIRE has not yet collected
   end
+  if t.n ~= '' and t.n ~= tenant then return nil, t.n end
   return t
 end
 
 -- saveTicket writes t, whose fields are strings, to expire at expiry
--- (formatted as x, if given), and keeps the queue zset in step: a queued
--- ticket is its member until expiry, a granted one is not.
+-- (formatted as x, if given), and keeps the call's queue zsets in step: a
+-- queued ticket is their member until expiry, a granted one is not.
 local function saveTicket(t, id, expiry, x)
   x = x or fmt(expiry)
+  t.x = x
   local w = t.w ~= '' and ' ' .. t.w or ''
+  local n = t.n ~= '' and ' ' .. t.n or ''
+  local gq = t.q ~= '' and ' ' .. t.g .. ' ' .. t.q or ''
   redis.call('SET', T, t.s .. ' ' .. t.m .. ' ' .. x .. ' ' .. t.a .. ' ' ..
-    t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. w,
+    t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. w .. n .. gq,
     'PX', fmt(math.ceil((expiry - now) / 1000) + TICKET_GRACE))
-  if t.s == 'q' then
-    redis.call('ZADD', Q, x, member(t, id))
-  else
-    redis.call('ZREM', Q, member(t, id))
+  local m = member(t, id)
+  for _, b in ipairs(budgets) do
+    if t.s == 'q' then
+      redis.call('ZADD', b.Q, x, m)
+    else
+      redis.call('ZREM', b.Q, m)
+    end
   end
 end
 
@@ -452,20 +607,24 @@ end
 -- '', now µs, then the cost ticket t holds charged (4 parts, 0 without
 -- t), then the grant's expiry µs or ''}, the times as num gives them;
 -- outcome 1 granted, 2 queued, 3 refused; reason as quota.Reason (1
--- capacity, 2 daily limit, 3 concurrency full, 4 paused). Then the key's
--- epoch, 0 when the caller passed it (an integer costs the caller less to
--- read than an empty string), and for each daily limit its window as
--- "start used", '' before its first charge: what a caller passes back.
+-- capacity, 2 daily limit, 3 concurrency full, 4 paused). Then each
+-- budget's epoch, root first, 0 when the caller passed it (an integer costs
+-- the caller less to read than an empty string), and for each daily limit
+-- of each budget its window as "start used", '' before its first charge:
+-- what a caller passes back.
 local function reply(outcome, wait, reason, axis, preason, lease, t, expiry)
   local r = {outcome, num(wait), reason, tonumber(axis) or 0, preason or '', lease and num(lease) or '', num(now), 0, 0, 0, 0,
-    expiry and num(expiry) or '', ep ~= known and ep or 0}
+    expiry and num(expiry) or '', root.ep ~= root.known and root.ep or 0}
   if t then r[8], r[9], r[10], r[11] = tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4) end
-  if daily then
-    for k = 1, n do
-      local a = axes[k]
-      if a.kind == DAILY then
-        local w = st['w' .. a.id]
-        r[#r + 1] = w and tonumber(w) == a.ws and w .. ' ' .. st['d' .. a.id] or ''
+  if own then r[14] = own.ep ~= own.known and own.ep or 0 end
+  for _, b in ipairs({root, own}) do
+    if b.daily then
+      for k = 1, b.n do
+        local a = b.axes[k]
+        if a.kind == DAILY then
+          local w = b.st['w' .. a.id]
+          r[#r + 1] = w and tonumber(w) == a.ws and w .. ' ' .. b.st['d' .. a.id] or ''
+        end
       end
     end
   end
@@ -473,90 +632,200 @@ local function reply(outcome, wait, reason, axis, preason, lease, t, expiry)
 end
 
 -- lease grants a matured ticket for grantTTL µs, taking a concurrency slot
--- if the key has a concurrency limit (step 4f), or queues it (for the
--- policy's queueTTL past now) while every slot open to its priority is
--- taken; low says the priority reserve is closed to it (quota.Low). A
--- ticket already granted is renewed: its record and lease live grantTTL
--- from now, unless they already live longer. fresh says the ticket was
--- charged by this call and has no record yet.
+-- of every budget with a concurrency limit (step 4f), or queues it (for
+-- the policy's queueTTL past now) while any of them has every slot open to
+-- its priority taken, to try again when the last of them may have one;
+-- low says the priority reserve is closed to it (quota.Low). A ticket
+-- already granted is renewed: its record and leases live grantTTL from
+-- now, unless they already live longer. fresh says the ticket was charged
+-- by this call and has no record yet.
 local function lease(t, ticketID, fresh, grantTTL, queueTTL, low)
   local exp = now + grantTTL
   if t.s == 'g' and tonumber(t.x) > exp then exp = tonumber(t.x) end
   local x = fmt(exp)
-  if not conc then
-    t.s = 'g'
-    saveTicket(t, ticketID, exp, x)
-    return reply(1, 0, 0, 0, nil, nil, t, exp)
+  local leased, full, wait = false, false, 0
+  for _, b in ipairs(budgets) do
+    local conc = b.conc
+    if conc then
+      leased = true
+      local held = redis.call('ZSCORE', b.L, ticketID)
+      if not held or tonumber(held) <= now then
+        redis.call('ZREMRANGEBYSCORE', b.L, '-inf', nowS)
+        local open = conc.cap
+        if low then open = conc.cap - conc.cap * b.prio end
+        if redis.call('ZCARD', b.L) + 1 > open then
+          local first = redis.call('ZRANGE', b.L, 0, 0, 'WITHSCORES')
+          local w = LEASE_RETRY
+          if first[2] then w = tonumber(first[2]) - now end
+          if w > LEASE_RETRY then w = LEASE_RETRY end
+          if not full or w > wait then wait = w end
+          full = true
+        end
+      end
+    end
   end
-  local held = redis.call('ZSCORE', L, ticketID)
-  if held and tonumber(held) > now then
-    redis.call('ZADD', L, x, ticketID)
-    saveTicket(t, ticketID, exp, x)
-    return reply(1, 0, 0, 0, nil, exp, t, exp)
+  if full then
+    if wait < MIN_WAIT then wait = MIN_WAIT end
+    -- Waiting for a slot, the ticket lives the policy's lease TTL from its
+    -- caller's latest visit (a claimed place included).
+    if fresh or t.s ~= 'q' then
+      t.s, t.m = 'q', nowS
+      saveTicket(t, ticketID, now + queueTTL)
+    elseif tonumber(t.x) < now + queueTTL then
+      saveTicket(t, ticketID, now + queueTTL)
+    end
+    return reply(2, wait, 3, 7, nil, nil, t)
   end
-  redis.call('ZREMRANGEBYSCORE', L, '-inf', nowS)
-  local open = conc.cap
-  if low then open = conc.cap - conc.cap * tonumber(ARGV[5]) end
-  if redis.call('ZCARD', L) + 1 <= open then
-    redis.call('ZADD', L, x, ticketID)
-    t.s = 'g'
-    saveTicket(t, ticketID, exp, x)
-    return reply(1, 0, 0, 0, nil, exp, t, exp)
+  if leased then
+    for _, b in ipairs(budgets) do
+      if b.conc then redis.call('ZADD', b.L, x, ticketID) end
+    end
   end
-  local first = redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')
-  local wait = LEASE_RETRY
-  if first[2] then wait = tonumber(first[2]) - now end
-  if wait > LEASE_RETRY then wait = LEASE_RETRY end
-  if wait < MIN_WAIT then wait = MIN_WAIT end
-  -- Waiting for a slot, the ticket lives the policy's lease TTL from its
-  -- caller's latest visit (a claimed place included).
-  if fresh or t.s ~= 'q' then
-    t.s, t.m = 'q', nowS
-    saveTicket(t, ticketID, now + queueTTL)
-  elseif tonumber(t.x) < now + queueTTL then
-    saveTicket(t, ticketID, now + queueTTL)
-  end
-  return reply(2, wait, 3, 7, nil, nil, t)
+  t.s = 'g'
+  saveTicket(t, ticketID, exp, x)
+  return reply(1, 0, 0, 0, nil, leased and exp or nil, t, exp)
 end
+
+-- The line, in weighted fair share (see the memory store's line.go).
+
+-- sums returns the cost in the root's line: in total and ahead of (tag,
+-- seq), of every tenant and of the call's tenant (when its budget is
+-- nested), each per part. The totals are kept as tickets enter and leave;
+-- the cost ahead is read off the shorter side of the place, so a call
+-- reads the tickets ahead of its place or those behind it, whichever are
+-- fewer: O(log queued + that) per call.
+local function sums(tag, seq)
+  local tot, otot = inLine(), {0, 0, 0, 0}
+  if own then
+    local w = parts(redis.call('HGET', W, tenant))
+    otot = {w[2], w[3], w[4], w[5]}
+  end
+  local n = redis.call('ZCARD', N)
+  if n == 0 then return tot, {0, 0, 0, 0}, otot, {0, 0, 0, 0} end
+  local tagS = fmt(tag)
+  local front = redis.call('ZCOUNT', N, '-inf', tagS)
+  front = front <= n - front
+  local side
+  if front then
+    side = redis.call('ZRANGEBYSCORE', N, '-inf', tagS, 'WITHSCORES')
+  else
+    side = redis.call('ZRANGEBYSCORE', N, tagS, '+inf', 'WITHSCORES')
+  end
+  local sum, osum = {0, 0, 0, 0}, {0, 0, 0, 0}
+  for j = 1, #side, 2 do
+    local q, c1, c2, c3, c4, tn = string.match(side[j], '^#(%S+) (%S+) (%S+) (%S+) (%S+) %S+ (%S+) ')
+    if q then
+      local score = tonumber(side[j + 1])
+      q = tonumber(q)
+      if (score < tag or (score == tag and q < seq)) == front then
+        c1, c2, c3, c4 = tonumber(c1), tonumber(c2), tonumber(c3), tonumber(c4)
+        sum[1], sum[2], sum[3], sum[4] = sum[1] + c1, sum[2] + c2, sum[3] + c3, sum[4] + c4
+        if own and tn == tenant then
+          osum[1], osum[2], osum[3], osum[4] = osum[1] + c1, osum[2] + c2, osum[3] + c3, osum[4] + c4
+        end
+      end
+    end
+  end
+  if front then return tot, sum, otot, osum end
+  return tot, {tot[1] - sum[1], tot[2] - sum[2], tot[3] - sum[3], tot[4] - sum[4]},
+    otot, {otot[1] - osum[1], otot[2] - osum[2], otot[3] - osum[3], otot[4] - osum[4]}
+end
+
+-- lineWait returns how long until every bucket of budget b covers cost
+-- (and, for low, the reserve) after the cost ahead of it in line, the
+-- level counting the cost in line (total) as available to the line; and
+-- the axis that takes longest (the first of equals).
+local function lineWait(b, cost, low, ahead, total)
+  local wait, waxis = 0, '0'
+  for k = 1, b.n do
+    local a = b.axes[k]
+    if a.kind == BUCKET then
+      local need = ahead[a.ci] + cost[a.ci]
+      if low then need = need + a.cap * b.prio end
+      need = need - total[a.ci]
+      a.lv = level(a)
+      local deficit = need - a.lv
+      local w = 0
+      if deficit > EPSILON then w = deficit * a.period / a.cap end
+      if w > wait then wait, waxis = w, a.id end
+    end
+  end
+  return wait, waxis
+end
+
+-- lineWaits returns the wait of a call costing cost placed at (tag, seq)
+-- in the line (busy: not empty), over its budgets (the tenant's first
+-- among equals).
+local NONE = {0, 0, 0, 0}
+local function lineWaits(busy, tag, seq, cost, low)
+  local tot, ahd, otot, oahd = NONE, NONE, NONE, NONE
+  if busy then tot, ahd, otot, oahd = sums(tag, seq) end
+  local wait, waxis = 0, '0'
+  if own then wait, waxis = lineWait(own, cost, low, oahd, otot) end
+  local w, a = lineWait(root, cost, low, ahd, tot)
+  if w > wait then wait, waxis = w, a end
+  return wait, waxis
+end
+
+-- finish returns the call's tenant's latest tag, if it is past the line's
+-- virtual time v; a tag behind it counts for nothing, and is dropped.
+local function finish(v)
+  local f = tonumber(redis.call('HGET', F, tenant) or '')
+  if f and f <= v then
+    redis.call('HDEL', F, tenant)
+    return nil
+  end
+  return f
+end
+
+-- setFinish records tag as the call's tenant's latest; the hash lives as
+-- long as a ticket may wait in line after the last write.
+local function setFinish(tag)
+  redis.call('HSET', F, tenant, fmt(tag))
+  redis.call('PEXPIRE', F, fmt(math.ceil((tonumber(ARGV[5]) + tonumber(ARGV[6])) / 1000) + TICKET_GRACE))
+end
+
+-- wrongTenant is the reply to a call under a ticket reserved under tenant
+-- n, another tenant than the call's.
+local function wrongTenant(n) return {-1, string.sub(n, 2)} end
 
 if op == 'reserve' then
   -- ARGV: ticket, low (1/0), cost requests, tokens, input, output, prompt
   -- (0: charge the cost as passed), then the calibration's min and max
   -- ratio and half-life µs, the grant's TTL µs (within the policy's lease
   -- TTL) and place (1/0: quota.Reservation.Place). A cost that can never
-  -- fit as passed replies {0, axis, cost, the capacity open to the
-  -- priority, rounded down}; one that fits is charged at the learned ratio
-  -- (quota.Calibrate), no axis more than the capacity open to it, and the
-  -- ticket keeps what was charged.
+  -- fit a budget as passed replies {0, axis, cost, the capacity open to
+  -- the priority, rounded down, 1 if the budget is the tenant's own else
+  -- 0}; one that fits is charged at the root's learned ratio
+  -- (quota.Calibrate), no axis more than the capacity open to it in any
+  -- budget, and the ticket keeps what was charged. A ticket reserved under
+  -- another tenant replies {-1, that tenant}.
   local ticketID = ARGV[i]
   local low = ARGV[i + 1] == '1'
-  local prioRes = low and tonumber(ARGV[5])
-  local queueTTL = tonumber(ARGV[4])
+  local queueTTL = tonumber(ARGV[6])
   local grantTTL = tonumber(ARGV[i + 10])
   local place = ARGV[i + 11] == '1'
-  local cost = {}
+  local cost = {tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])}
 
-  -- A call takes one concurrency slot: Low needs one below the reserve.
-  if low and conc and conc.cap - conc.cap * prioRes < 1 then
-    return {0, tonumber(conc.id), 1, math.floor(conc.cap - conc.cap * prioRes)}
-  end
-
-  for k = 1, n do
-    local a = axes[k]
-    local ci = a.ci
-    if ci then
-      local c = cost[ci]
-      if not c then
-        c = tonumber(ARGV[i + 1 + ci])
-        cost[ci] = c
+  for _, b in ipairs(budgets) do
+    local mine = b == own and 1 or 0
+    -- A call takes one concurrency slot: Low needs one below the reserve.
+    local conc = b.conc
+    if low and conc and conc.cap - conc.cap * b.prio < 1 then
+      return {0, tonumber(conc.id), 1, math.floor(conc.cap - conc.cap * b.prio), mine}
+    end
+    for k = 1, b.n do
+      local a = b.axes[k]
+      if a.ci then
+        local c = cost[a.ci]
+        local limit = a.cap
+        if low then limit = a.cap - a.cap * b.prio end
+        if c > limit then return {0, tonumber(a.id), c, math.floor(limit), mine} end
       end
-      local limit = a.cap
-      if low then limit = a.cap - a.cap * prioRes end
-      if c > limit then return {0, tonumber(a.id), c, math.floor(limit)} end
     end
   end
 
-  local ct, cin = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  local ct, cin = cost[2], cost[3]
   local prompt = tonumber(ARGV[i + 6])
   if prompt > 0 then
     local r = ratioAt(tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8]), tonumber(ARGV[i + 9]))
@@ -565,82 +834,134 @@ if op == 'reserve' then
       if cin >= prompt then cin = cin + scaled - prompt end
       if ct >= prompt then
         ct = ct + scaled - prompt
-        local out = tonumber(ARGV[i + 5])
-        if ct < out then ct = out end
+        if ct < cost[4] then ct = cost[4] end
       end
-      for k = 1, n do
-        local a = axes[k]
-        if a.ci == 2 or a.ci == 3 then
-          local limit = a.cap
-          if low then limit = a.cap - a.cap * prioRes end
-          limit = math.floor(limit)
-          if a.ci == 2 and ct > limit then ct = math.max(limit, rawT) end
-          if a.ci == 3 and cin > limit then cin = math.max(limit, rawIn) end
+      for _, b in ipairs(budgets) do
+        for k = 1, b.n do
+          local a = b.axes[k]
+          if a.ci == 2 or a.ci == 3 then
+            local limit = a.cap
+            if low then limit = a.cap - a.cap * b.prio end
+            limit = math.floor(limit)
+            if a.ci == 2 and ct > limit then ct = math.max(limit, rawT) end
+            if a.ci == 3 and cin > limit then cin = math.max(limit, rawIn) end
+          end
         end
       end
-      if cost[2] then cost[2] = ct end
-      if cost[3] then cost[3] = cin end
+      cost[2], cost[3] = ct, cin
     end
   end
 
-  local t = ticket()
+  local t, other = ticket()
+  if other then return wrongTenant(other) end
+  local p = pause()
   if t then
-    local mat = tonumber(t.m)
+    local mat, ax = tonumber(t.m), t.a
+    local inLine = t.s == 'q' and t.g ~= '' and t.g ~= '-'
+    if inLine then
+      -- A ticket in line matures when its place does, and never before
+      -- the maturity it was first told.
+      local w, a = lineWaits(true, tonumber(t.g), tonumber(t.q),
+        {tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)}, low)
+      if now + w > mat then
+        mat, ax = now + w, a
+        -- Its place lapses as long after its new maturity as after its
+        -- first.
+        local life = place and grantTTL or queueTTL
+        if mat + life > tonumber(t.x) then saveTicket(t, ticketID, mat + life) end
+      end
+    end
     if t.s == 'g' then
-      if paused then
+      if p then
         -- Granted before the pause and never settled: the call waits the
         -- pause out in line, holding no lease.
-        redis.call('ZREM', L, ticketID)
-        t.s, t.m, t.a = 'q', fmt(pausedUntil), '0'
-        saveTicket(t, ticketID, pausedUntil + queueTTL)
-        return reply(2, pausedUntil - now, 4, 0, st['pr'], nil, t)
+        for _, b in ipairs(budgets) do
+          if b.conc then redis.call('ZREM', b.L, ticketID) end
+        end
+        t.s, t.m, t.a = 'q', fmt(p.pu), '0'
+        saveTicket(t, ticketID, p.pu + queueTTL)
+        return reply(2, p.pu - now, 4, 0, p.pr, nil, t)
       end
       return lease(t, ticketID, false, grantTTL, queueTTL, low)
     end
     if now < mat then
-      if paused and pausedUntil > mat then
-        return reply(2, pausedUntil - now, 4, 0, st['pr'], nil, t)
+      if p and p.pu > mat then
+        return reply(2, p.pu - now, 4, 0, p.pr, nil, t)
       end
-      return reply(2, mat - now, 1, t.a, nil, nil, t)
+      return reply(2, mat - now, 1, ax, nil, nil, t)
     end
-    if paused then return reply(2, pausedUntil - now, 4, 0, st['pr'], nil, t) end
+    if p then return reply(2, p.pu - now, 4, 0, p.pr, nil, t) end
+    if inLine then
+      -- Served: out of the line, its tag the line's virtual time.
+      local v = tonumber(root.st['fv'] or '') or 0
+      if tonumber(t.g) > v then
+        root.st['fv'] = t.g
+        redis.call('HSET', S, 'fv', t.g)
+      end
+      unline(member(t, ticketID))
+      t.g = '-'
+      saveTicket(t, ticketID, tonumber(t.x), t.x)
+    end
     if place then return reply(2, 0, 0, 0, nil, nil, t) end
     return lease(t, ticketID, false, grantTTL, queueTTL, low)
   end
 
-  if paused then return reply(3, pausedUntil - now, 4, 0, st['pr']) end
+  if p then return reply(3, p.pu - now, 4, 0, p.pr) end
 
-  if daily then
-    for k = 1, n do
-      local a = axes[k]
-      if a.kind == DAILY then
-        local limit = a.cap
-        if low then limit = a.cap - a.cap * prioRes end
-        if used(a) + cost[a.ci] > limit then
-          return reply(3, a.we - now, 2, a.id)
+  -- A spent window refuses until it resets: the latest reset among the
+  -- budgets, each naming its first spent window.
+  local refusal, spent = 0, nil
+  for _, b in ipairs(budgets) do
+    if b.daily then
+      for k = 1, b.n do
+        local a = b.axes[k]
+        if a.kind == DAILY then
+          local limit = a.cap
+          if low then limit = a.cap - a.cap * b.prio end
+          if used(a) + cost[a.ci] > limit then
+            if not spent or a.we - now > refusal then refusal, spent = a.we - now, a.id end
+            break
+          end
         end
       end
     end
   end
+  if spent then return reply(3, refusal, 2, spent) end
 
-  local wait, waxis = 0, '0'
-  for k = 1, n do
-    local a = axes[k]
-    if a.kind == BUCKET then
-      local need = cost[a.ci]
-      if low then need = need + a.cap * prioRes end
-      a.lv = level(a)
-      local deficit = need - a.lv
-      local w = 0
-      if deficit > EPSILON then w = deficit * a.period / a.cap end
-      if w > wait then wait, waxis = w, a.id end
-    end
+  -- The call's tag: its cost's dominant share of the root's buckets over
+  -- its tenant's weight, past the line's virtual time and its tenant's
+  -- latest tag.
+  local busy = root.st['fq'] ~= nil -- the line's counter lives while it holds a ticket
+  local v, seq = tonumber(root.st['fv'] or '') or 0, (tonumber(root.st['fq'] or '') or 0) + 1
+  local share = 0
+  for k = 1, root.n do
+    local a = root.axes[k]
+    if a.kind == BUCKET and cost[a.ci] / a.cap > share then share = cost[a.ci] / a.cap end
   end
-  if wait > 0 and wait > tonumber(ARGV[3]) then return reply(3, wait, 1, waxis) end
+  local base = v
+  if busy then
+    local f = finish(v)
+    if f and f > base then base = f end
+  end
+  local tag = base + share / tonumber(ARGV[4])
+  local wait, waxis = lineWaits(busy, tag, seq, cost, low)
+  if wait > 0 and wait > tonumber(ARGV[5]) then return reply(3, wait, 1, waxis) end
 
-  adjust(cost)
+  for _, b in ipairs(budgets) do adjust(b, cost) end
   t = {s = 'q', m = wait == 0 and nowS or fmt(now + wait), a = waxis,
-    c1 = ARGV[i + 2], c2 = fmt(ct), c3 = fmt(cin), c4 = ARGV[i + 5], w = nowS}
+    c1 = ARGV[i + 2], c2 = fmt(ct), c3 = fmt(cin), c4 = ARGV[i + 5], w = nowS, n = tenant, g = '-', q = '-'}
+  if wait > 0 then
+    -- In line, as its tenant's latest.
+    t.g, t.q = fmt(tag), fmt(seq)
+    redis.call('HSET', S, 'fq', t.q)
+    setFinish(tag)
+    redis.call('ZADD', N, t.g, member(t, ticketID))
+    count(tenant, cost, 1)
+  elseif busy then
+    -- Served at once, past a line: its tag is the line's virtual time.
+    if tag > v then redis.call('HSET', S, 'fv', fmt(tag)) end
+    setFinish(tag)
+  end
   -- A place waits for its call grantTTL once mature; other queued
   -- tickets, the policy's lease TTL.
   local life = place and grantTTL or queueTTL
@@ -658,19 +979,25 @@ elseif op == 'settle' then
   -- ARGV: actual requests, tokens, input, output, ticket id, prompt,
   -- counted (1/0), the calibration's min and max ratio and half-life µs,
   -- the cost the caller was told the ticket holds charged (4 parts), then
-  -- observations (see observe). The observations, and with a counted
-  -- actual the ratio's lesson (actual input over prompt), apply whether or
-  -- not the ticket is held. A ticket no longer held is charged what the
-  -- actual cost exceeds its charge by, refunding nothing (its estimate is
-  -- still charged, and its call may have run); if its record alone is
-  -- gone, it releases the grant it held (regrant). Reply 1, or 0 if the
-  -- ticket is not held as granted.
-  local t, held = ticket(), 0
+  -- observations (see observe), applied to the root: a provider reports
+  -- on the account. The observations, and with a counted actual the
+  -- root's lesson (actual input over prompt), apply whether or not the
+  -- ticket is held. A ticket no longer held is charged what the actual
+  -- cost exceeds its charge by, on every budget, refunding nothing (its
+  -- estimate is still charged, and its call may have run); if its record
+  -- alone is gone, it releases the grant it held (regrant). Reply 1, or 0
+  -- if the ticket is not held as granted; a ticket reserved under another
+  -- tenant replies {-1, that tenant} and changes nothing.
+  local t, other = ticket()
+  if other then return wrongTenant(other) end
+  local held = 0
   if t and t.s == 'g' then
     local delta = {}
     for j = 1, 4 do delta[j] = tonumber(ARGV[i + j - 1]) - tonumber(t['c' .. j]) end
-    adjust(delta, tonumber(t.w))
-    redis.call('ZREM', L, ARGV[i + 4])
+    for _, b in ipairs(budgets) do
+      adjust(b, delta, tonumber(t.w))
+      if b.conc then redis.call('ZREM', b.L, ARGV[i + 4]) end
+    end
     redis.call('DEL', T)
     held = 1
   elseif not t then
@@ -679,10 +1006,12 @@ elseif op == 'settle' then
       over[j] = tonumber(ARGV[i + j - 1]) - tonumber(ARGV[i + 9 + j])
       if over[j] > 0 then any = true else over[j] = 0 end
     end
-    if any then adjust(over) end
+    if any then
+      for _, b in ipairs(budgets) do adjust(b, over) end
+    end
     if regrant(ARGV[i + 4]) then held = 1 end
   end
-  observe(i + 14)
+  observe(root, i + 14)
   local prompt, input = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 2])
   if ARGV[i + 6] == '1' and prompt > 0 and input > 0 then
     learn(input / prompt, tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8]), tonumber(ARGV[i + 9]))
@@ -690,26 +1019,36 @@ elseif op == 'settle' then
   return held
 
 elseif op == 'cancel' then
-  -- ARGV: ticket id. Reply 1, or 0 if unknown.
-  local t = ticket()
+  -- ARGV: ticket id. Reply 1, or 0 if unknown; {-1, tenant} for a ticket
+  -- reserved under another tenant.
+  local t, other = ticket()
+  if other then return wrongTenant(other) end
   if not t then
     redis.call('DEL', T)
-    if conc then redis.call('ZREM', L, ARGV[i]) end
+    for _, b in ipairs(budgets) do
+      if b.conc then redis.call('ZREM', b.L, ARGV[i]) end
+    end
     return 0
   end
-  adjust({-tonumber(t.c1), -tonumber(t.c2), -tonumber(t.c3), -tonumber(t.c4)}, tonumber(t.w))
-  redis.call('ZREM', L, ARGV[i])
-  redis.call('ZREM', Q, member(t, ARGV[i]))
+  local m = member(t, ARGV[i])
+  for _, b in ipairs(budgets) do
+    adjust(b, {-tonumber(t.c1), -tonumber(t.c2), -tonumber(t.c3), -tonumber(t.c4)}, tonumber(t.w))
+    if b.conc then redis.call('ZREM', b.L, ARGV[i]) end
+    redis.call('ZREM', b.Q, m)
+  end
+  unline(m)
   redis.call('DEL', T)
   return 1
 
 elseif op == 'renew' then
   -- ARGV: ticket id, TTL µs (within the policy's lease TTL). The grant's
-  -- record and lease live that long from now, unless they already live
+  -- record and leases live that long from now, unless they already live
   -- longer. A ticket whose record is gone keeps the grant it held
   -- (regrant). Reply the time it now has left in µs, or '' if the ticket
-  -- is not held as granted.
-  local t = ticket()
+  -- is not held as granted; {-1, tenant} for a ticket reserved under
+  -- another tenant.
+  local t, other = ticket()
+  if other then return wrongTenant(other) end
   local exp = now + tonumber(ARGV[i + 1])
   if not t then
     if regrant(ARGV[i], fmt(exp)) then return fmt(exp - now) end
@@ -718,44 +1057,65 @@ elseif op == 'renew' then
   if t.s ~= 'g' then return '' end
   if tonumber(t.x) > exp then exp = tonumber(t.x) end
   local x = fmt(exp)
-  redis.call('ZADD', L, 'XX', x, ARGV[i])
+  for _, b in ipairs(budgets) do
+    if b.conc then redis.call('ZADD', b.L, 'XX', x, ARGV[i]) end
+  end
   saveTicket(t, ARGV[i], exp, x)
   return fmt(exp - now)
 
 elseif op == 'pause' then
-  -- ARGV: how long µs, reason: the pause ends that long after now.
+  -- ARGV: how long µs, reason: the target's pause ends that long after now.
   local untilT = now + tonumber(ARGV[i])
-  if untilT > now and untilT > pausedUntil then
-    redis.call('HSET', S, 'pu', fmt(untilT), 'pr', ARGV[i + 1])
+  if untilT > now and untilT > target.pu then
+    redis.call('HSET', target.S, 'pu', fmt(untilT), 'pr', ARGV[i + 1])
   end
   return 1
 
 elseif op == 'observe' then
-  -- ARGV: observations (see observe).
-  observe(i)
+  -- ARGV: observations (see observe), applied to the target.
+  observe(target, i)
   return 1
 
 elseif op == 'snapshot' then
-  -- ARGV: the calibration's min and max ratio and half-life µs (0 0 0: off).
-  -- Reply: {now, paused until or '', pause reason, estimate ratio, then per
-  -- limit: axis, capacity, available, reset µs or ''}.
+  -- ARGV: the root's calibration's min and max ratio and half-life µs (0 0
+  -- 0: off). Reply: {now, the target's paused until or '', its pause
+  -- reason, the root's estimate ratio, then per limit of the target: axis,
+  -- capacity, available, reset µs or '', then per tenant with tickets in
+  -- line (the call's tenant alone for a nested tenant's budget), by name:
+  -- its name, its tickets, their cost (4 parts)}: O(tenants in line).
   local out = {nowS, '', '', '1'}
   if ARGV[i + 2] ~= '0' then out[4] = fmt(ratioAt(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]))) end
-  if paused then out[2], out[3] = fmt(pausedUntil), st['pr'] or '' end
-  for k = 1, n do
-    local a = axes[k]
+  if target.paused then out[2], out[3] = fmt(target.pu), target.pr or '' end
+  for k = 1, target.n do
+    local a = target.axes[k]
     local avail, reset = 0, ''
     if a.kind == BUCKET then
       avail = level(a)
     elseif a.kind == DAILY then
       avail, reset = a.cap - used(a), fmt(a.we)
     else
-      avail = a.cap - redis.call('ZCOUNT', L, '(' .. nowS, '+inf')
+      avail = a.cap - redis.call('ZCOUNT', target.L, '(' .. nowS, '+inf')
     end
     out[#out + 1] = a.id
     out[#out + 1] = fmt(a.cap)
     out[#out + 1] = fmt(avail)
     out[#out + 1] = reset
+  end
+  local by, names = {}, {}
+  if own then
+    local w = redis.call('HGET', W, tenant)
+    if w then by[tenant], names[1] = parts(w), tenant end
+  else
+    local raw = redis.call('HGETALL', W)
+    for j = 1, #raw, 2 do
+      by[raw[j]], names[#names + 1] = parts(raw[j + 1]), raw[j]
+    end
+  end
+  table.sort(names)
+  for _, n in ipairs(names) do
+    local g = by[n]
+    out[#out + 1] = string.sub(n, 2)
+    for k = 1, 5 do out[#out + 1] = fmt(g[k]) end
   end
   return out
 end

@@ -436,3 +436,65 @@ func TestReplicasNeverOverdrawAcrossLoss(t *testing.T) {
 		require.LessOrEqual(t, got, bound, "%s: granted more than the bucket produced", l.Axis)
 	}
 }
+
+// TestLossRecoversTenantBudgets: an account and a tenant's budget nested in
+// it recover together: both buckets restart empty, so the tenant's next
+// call waits for the slower of the two to refill, and the calls in flight
+// at the loss keep their slots on both budgets as they renew, and give
+// them back as they settle.
+func TestLossRecoversTenantBudgets(t *testing.T) {
+	const leaseTTL = time.Minute
+	vip := gpt4o
+	vip.Tenant = "vip"
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{
+		gpt4o: {Limits: []quota.Limit{quota.Per(quota.Requests, 10, time.Second), quota.Concurrent(3)}, LeaseTTL: leaseTTL},
+		vip:   {Limits: []quota.Limit{quota.Per(quota.Requests, 4, time.Second), quota.Concurrent(2)}, LeaseTTL: leaseTTL},
+	})
+	require.NoError(t, err)
+	srv := redistest.StartServer(t)
+	clock := quotatest.NewClock(time.Date(2025, 1, 15, 18, 0, 0, 0, time.UTC))
+	s, err := redis.New(srv.Client(), ps, redis.Options{Clock: clock})
+	require.NoError(t, err)
+	ctx := context.Background()
+	reserve := func(k quota.Key, ticket string) quota.Decision {
+		t.Helper()
+		d, err := s.Reserve(ctx, quota.Reservation{Key: k, Ticket: ticket, Cost: oneRequest})
+		require.NoError(t, err)
+		return d
+	}
+	settle := func(k quota.Key, ticket string) {
+		t.Helper()
+		require.NoError(t, s.Settle(ctx, quota.Settlement{Key: k, Ticket: ticket, Actual: oneRequest, Charged: oneRequest}))
+	}
+	for _, c := range []struct {
+		key    quota.Key
+		ticket string
+	}{{vip, "v1"}, {vip, "v2"}, {gpt4o, "u1"}} {
+		require.Equal(t, quota.Granted, reserve(c.key, c.ticket).Outcome, c.ticket)
+	}
+
+	losses[0].lose(t, srv)
+
+	d := reserve(vip, "v3")
+	require.Equal(t, quota.Queued, d.Outcome, "%+v", d)
+	require.Equal(t, quota.Capacity, d.Reason)
+	require.Equal(t, 250*time.Millisecond, d.Wait, "the tenant's bucket restarted empty: 4 a second")
+	require.NoError(t, s.Cancel(ctx, vip, "v3"))
+
+	for _, ticket := range []string{"v1", "v2"} {
+		left, err := s.Renew(ctx, vip, ticket, 0)
+		require.NoError(t, err, "%s keeps its grant", ticket)
+		require.Equal(t, leaseTTL, left)
+	}
+	clock.Advance(time.Second) // both buckets full again
+	d = reserve(vip, "v3")
+	require.Equal(t, quota.ConcurrencyFull, d.Reason, "v1 and v2 hold the tenant's two slots: %+v", d)
+	d = reserve(gpt4o, "u2")
+	require.Equal(t, quota.ConcurrencyFull, d.Reason, "v1, v2 and u1's placeholder hold the account's three: %+v", d)
+
+	settle(gpt4o, "u1")
+	require.Equal(t, quota.Granted, reserve(gpt4o, "u2").Outcome, "u1 gave its slot back")
+	settle(vip, "v1")
+	require.Equal(t, quota.Granted, reserve(vip, "v3").Outcome, "v1 gave its slots back")
+	require.Equal(t, quota.ConcurrencyFull, reserve(gpt4o, "u3").Reason, "v2, u2 and v3 in flight")
+}

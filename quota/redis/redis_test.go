@@ -51,23 +51,54 @@ func TestNewValidatesOptions(t *testing.T) {
 }
 
 // TestKeyLayout pins the Redis keys a key's state lives under: one hash tag
-// per quota key (so Redis Cluster keeps them in one slot), and tickets that
-// expire on their own.
+// per account (so Redis Cluster keeps an account and its tenants in one
+// slot), a tenant's budget beside its account's, tickets in the account's
+// namespace that expire on their own.
 func TestKeyLayout(t *testing.T) {
 	rdb := redistest.Start(t)
 	ctx := context.Background()
-	s, err := redis.New(rdb, policies(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10), quota.Concurrent(2)}}), redis.Options{})
+	vip, solo := gpt4o, quota.Key{Provider: "openai", Model: "o3", Tenant: "solo"}
+	vip.Tenant = "vip"
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{
+		gpt4o: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10), quota.Concurrent(2)}},
+		vip:   {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1), quota.Concurrent(1)}},
+		solo:  {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1)}}, // o3 has no account-wide policy
+	})
 	require.NoError(t, err)
-	d, err := s.Reserve(ctx, quota.Reservation{Key: gpt4o, Ticket: "wf/run/1", Cost: quota.Cost{Requests: 1}})
+	s, err := redis.New(rdb, ps, redis.Options{})
 	require.NoError(t, err)
-	require.Equal(t, quota.Granted, d.Outcome)
+	for _, r := range []struct {
+		key    quota.Key
+		ticket string
+		want   quota.Outcome
+	}{
+		{gpt4o, "wf/run/1", quota.Granted},
+		{vip, "wf/run/2", quota.Granted},
+		{vip, "wf/run/3", quota.Queued},
+		{solo, "wf/run/4", quota.Granted},
+	} {
+		d, err := s.Reserve(ctx, quota.Reservation{Key: r.key, Ticket: r.ticket, Cost: quota.Cost{Requests: 1}})
+		require.NoError(t, err)
+		require.Equal(t, r.want, d.Outcome, r.ticket)
+	}
 
 	keys, err := rdb.Keys(ctx, "*").Result()
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{
 		"tollgate:{openai/default/gpt-4o}",
 		"tollgate:{openai/default/gpt-4o}:leases",
+		"tollgate:{openai/default/gpt-4o}:queue",
+		"tollgate:{openai/default/gpt-4o}:line",    // wf/run/3 waits for capacity, in fair-share order
+		"tollgate:{openai/default/gpt-4o}:finish",  // its tenant's latest tag
+		"tollgate:{openai/default/gpt-4o}:waiting", // and what its tenant has in line
 		"tollgate:{openai/default/gpt-4o}:t:wf/run/1",
+		"tollgate:{openai/default/gpt-4o}:t:wf/run/2", // a nested tenant's tickets are its account's
+		"tollgate:{openai/default/gpt-4o}:t:wf/run/3",
+		"tollgate:{openai/default/gpt-4o}/vip",
+		"tollgate:{openai/default/gpt-4o}/vip/leases",
+		"tollgate:{openai/default/gpt-4o}/vip/queue",
+		"tollgate:{openai/default/o3}/solo", // a tenant on its own keeps its own tickets
+		"tollgate:{openai/default/o3}/solo/t/wf/run/4",
 	}, keys)
 	ttl, err := rdb.PTTL(ctx, "tollgate:{openai/default/gpt-4o}:t:wf/run/1").Result()
 	require.NoError(t, err)
@@ -280,7 +311,8 @@ func TestAdoptedLimitFollowsConfig(t *testing.T) {
 }
 
 // TestTicketWithoutChargeTime: a ticket written before tickets recorded the
-// time they were charged at still settles, correcting its daily windows.
+// time they were charged at (and the tenant they were reserved under) still
+// settles, correcting its daily windows.
 func TestTicketWithoutChargeTime(t *testing.T) {
 	rdb := redistest.Start(t)
 	ctx := context.Background()
@@ -296,8 +328,10 @@ func TestTicketWithoutChargeTime(t *testing.T) {
 	raw, err := rdb.Get(ctx, key).Result()
 	require.NoError(t, err)
 	fields := strings.Fields(raw)
-	require.Len(t, fields, 9, "s m x a c1 c2 c3 c4 w: %q", raw)
+	require.Len(t, fields, 12, "s m x a c1 c2 c3 c4 w n g q: %q", raw)
 	require.Equal(t, strconv.FormatInt(clock.Now().UnixMicro(), 10), fields[8], "w is the charge time")
+	require.Equal(t, ".", fields[9], "n is the tenant: none")
+	require.Equal(t, []string{"-", "-"}, fields[10:], "granted at once: never in line")
 	require.NoError(t, rdb.SetArgs(ctx, key, strings.Join(fields[:8], " "), goredis.SetArgs{KeepTTL: true}).Err())
 
 	require.NoError(t, s.Settle(ctx, quota.Settlement{Key: gpt4o, Ticket: "t", Actual: quota.Cost{Tokens: 400}}))
@@ -305,4 +339,55 @@ func TestTicketWithoutChargeTime(t *testing.T) {
 	require.NoError(t, err)
 	require.InDelta(t, 5600, snap.Axes[0].Available, 1e-9)
 	require.InDelta(t, 9600, snap.Axes[1].Available, 1e-9)
+}
+
+// TestQueuedTicketWithoutPlace: a ticket queued before tickets had places in
+// line (its record and queue member in the earlier forms) waits out its
+// maturity outside the line, and is refunded when it lapses unclaimed.
+func TestQueuedTicketWithoutPlace(t *testing.T) {
+	rdb := redistest.Start(t)
+	ctx := context.Background()
+	clock := quotatest.NewClock(time.Date(2025, 1, 15, 18, 0, 0, 0, time.UTC))
+	s, err := redis.New(rdb, policies(t, quota.Policy{
+		Limits: []quota.Limit{quota.Per(quota.Requests, 10, 10*time.Second)}, LeaseTTL: time.Second,
+	}), redis.Options{Clock: clock})
+	require.NoError(t, err)
+	reserve := func(ticket string, n int64) quota.Decision {
+		t.Helper()
+		d, err := s.Reserve(ctx, quota.Reservation{Key: gpt4o, Ticket: ticket, Cost: quota.Cost{Requests: n}})
+		require.NoError(t, err)
+		return d
+	}
+	level := func() float64 {
+		t.Helper()
+		snap, err := s.Snapshot(ctx, gpt4o)
+		require.NoError(t, err)
+		return snap.Axes[0].Available
+	}
+	require.Equal(t, quota.Granted, reserve("a", 10).Outcome)
+	require.Equal(t, time.Second, reserve("b", 1).Wait)
+
+	const (
+		tag    = "tollgate:{openai/default/gpt-4o}"
+		record = tag + ":t:b"
+	)
+	raw, err := rdb.Get(ctx, record).Result()
+	require.NoError(t, err)
+	fields := strings.Fields(raw)
+	require.Len(t, fields, 12, "s m x a c1 c2 c3 c4 w n g q: %q", raw)
+	member := "#" + fields[11] + " 1 0 0 0 " + fields[8] + " . b"
+	expiry, err := rdb.ZScore(ctx, tag+":queue", member).Result()
+	require.NoError(t, err, "the queue holds %q", member)
+	require.NoError(t, rdb.ZRem(ctx, tag+":queue", member).Err())
+	require.NoError(t, rdb.ZRem(ctx, tag+":line", member).Err())
+	require.NoError(t, rdb.ZAdd(ctx, tag+":queue", goredis.Z{Score: expiry, Member: "1 0 0 0 " + fields[8] + " b"}).Err())
+	require.NoError(t, rdb.SetArgs(ctx, record, strings.Join(fields[:9], " "), goredis.SetArgs{KeepTTL: true}).Err())
+
+	clock.Advance(500 * time.Millisecond)
+	require.Equal(t, 500*time.Millisecond, reserve("b", 1).Wait, "its maturity, as recorded")
+	clock.Advance(1500 * time.Millisecond) // 2s: a second past its maturity, lapsed unclaimed
+	require.InDelta(t, 2, level(), 1e-9, "2s of refill, and its charge refunded")
+	n, err := rdb.ZCard(ctx, tag+":queue").Result()
+	require.NoError(t, err)
+	require.Zero(t, n)
 }

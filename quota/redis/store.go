@@ -77,9 +77,18 @@ func New(rdb Client, ps quota.Policies, opts Options) (*Store, error) {
 	name := epochName()
 	for _, k := range ps.Keys() {
 		_, p, _ := ps.Lookup(k)
-		s.keys[k] = newKeyState(prefix, k, p, name)
+		_, ap, nested := ps.Account(k)
+		s.keys[k] = newKeyState(prefix, k, p, ap, nested, name)
 	}
 	return s, nil
+}
+
+// weight is the script's weight argument for a call on k.
+func (s *Store) weight(k quota.Key) any {
+	if k.Tenant == "" {
+		return "1"
+	}
+	return strconv.FormatFloat(s.ps.Weight(k), 'g', -1, 64)
 }
 
 // Reserve implements quota.Store: one script run decides and charges.
@@ -99,7 +108,7 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 	if r.Place {
 		place = "1"
 	}
-	args := append(ks.args("reserve", nowArg, local, 12), r.Ticket, low,
+	args := append(ks.args("reserve", nowArg, r.Key.Tenant, s.weight(r.Key), local, 12), r.Ticket, low,
 		r.Cost.Requests, r.Cost.Tokens, r.Cost.InputTokens, r.Cost.OutputTokens,
 		ks.prompt(r.Prompt), ks.calib[0], ks.calib[1], ks.calib[2],
 		ks.ttl(r.LeaseTTL), place)
@@ -107,18 +116,24 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 	if err != nil {
 		return quota.Decision{}, s.fail("reserve", ks.key, err)
 	}
-	return s.decision(ks, res, local, r.Priority)
+	return s.decision(ks, res, local, r)
 }
 
-// decision reads the script's reserve reply (see lua.go) to a call at
-// priority.
-func (s *Store) decision(ks *keyState, res []any, local time.Time, priority quota.Priority) (quota.Decision, error) {
+// decision reads the script's reserve reply (see lua.go) to r.
+func (s *Store) decision(ks *keyState, res []any, local time.Time, r quota.Reservation) (quota.Decision, error) {
 	outcome := toInt(res, 0)
-	if outcome == 0 && len(res) == 4 {
-		return quota.Decision{}, &quota.OversizeError{Key: ks.key, Axis: quota.Axis(toInt(res, 1)),
-			Cost: toInt(res, 2), Capacity: toInt(res, 3), Priority: priority}
+	if outcome == 0 && len(res) == 5 {
+		k := ks.root
+		if toInt(res, 4) == 1 {
+			k = ks.key
+		}
+		return quota.Decision{}, &quota.OversizeError{Key: k, Axis: quota.Axis(toInt(res, 1)),
+			Cost: toInt(res, 2), Capacity: toInt(res, 3), Priority: r.Priority}
 	}
-	if len(res) != 13+len(ks.seen) || outcome < int64(quota.Granted) || outcome > int64(quota.Refused) {
+	if outcome == -1 && len(res) == 2 {
+		return quota.Decision{}, quota.WrongTenantError(r.Key, r.Ticket, toString(res, 1))
+	}
+	if len(res) != 12+len(ks.epochs)+len(ks.seen) || outcome < int64(quota.Granted) || outcome > int64(quota.Refused) {
 		return quota.Decision{}, fmt.Errorf("redis: reserve %s: unexpected script reply %v", ks.key, res)
 	}
 	ks.remember(res[12:])
@@ -158,16 +173,19 @@ func (s *Store) Settle(ctx context.Context, st quota.Settlement) error {
 		counted = "1"
 	}
 	c := st.Charged
-	args := append(ks.args("settle", nowArg, local, 15+3*len(st.Observed)),
+	args := append(ks.args("settle", nowArg, st.Key.Tenant, "1", local, 15+3*len(st.Observed)),
 		a.Requests, a.Tokens, a.InputTokens, a.OutputTokens, st.Ticket,
 		ks.prompt(st.Prompt), counted, ks.calib[0], ks.calib[1], ks.calib[2],
 		c.Requests, c.Tokens, c.InputTokens, c.OutputTokens)
-	args, _ = ks.observations(args, st.Observed)
-	n, err := script.Run(ctx, s.rdb, ks.keys(st.Ticket), args...).Int()
+	args, _ = observations(ks.rootPolicy, args, st.Observed)
+	res, err := script.Run(ctx, s.rdb, ks.keys(st.Ticket), args...).Result()
 	if err != nil {
 		return s.fail("settle", ks.key, err)
 	}
-	if n == 0 {
+	if err := wrongTenant(res, st.Key, st.Ticket); err != nil {
+		return err
+	}
+	if n, _ := res.(int64); n == 0 {
 		return fmt.Errorf("redis: settle %s ticket %q: %w", ks.key, st.Ticket, quota.ErrUnknownTicket)
 	}
 	return nil
@@ -186,9 +204,19 @@ func (s *Store) Cancel(ctx context.Context, key quota.Key, ticket string) error 
 		return err
 	}
 	nowArg, local := s.now()
-	args := append(ks.args("cancel", nowArg, local, 1), ticket)
-	if err := script.Run(ctx, s.rdb, ks.keys(ticket), args...).Err(); err != nil {
+	args := append(ks.args("cancel", nowArg, key.Tenant, "1", local, 1), ticket)
+	res, err := script.Run(ctx, s.rdb, ks.keys(ticket), args...).Result()
+	if err != nil {
 		return s.fail("cancel", ks.key, err)
+	}
+	return wrongTenant(res, key, ticket)
+}
+
+// wrongTenant reads a script reply {-1, tenant}: a ticket reserved under
+// another tenant than key's.
+func wrongTenant(res any, key quota.Key, ticket string) error {
+	if r, ok := res.([]any); ok && len(r) == 2 && toInt(r, 0) == -1 {
+		return quota.WrongTenantError(key, ticket, toString(r, 1))
 	}
 	return nil
 }
@@ -207,11 +235,15 @@ func (s *Store) Renew(ctx context.Context, key quota.Key, ticket string, ttl tim
 		return 0, err
 	}
 	nowArg, local := s.now()
-	args := append(ks.args("renew", nowArg, local, 2), ticket, ks.ttl(ttl))
-	left, err := script.Run(ctx, s.rdb, ks.keys(ticket), args...).Text()
+	args := append(ks.args("renew", nowArg, key.Tenant, "1", local, 2), ticket, ks.ttl(ttl))
+	res, err := script.Run(ctx, s.rdb, ks.keys(ticket), args...).Result()
 	if err != nil {
 		return 0, s.fail("renew", ks.key, err)
 	}
+	if err := wrongTenant(res, key, ticket); err != nil {
+		return 0, err
+	}
+	left, _ := res.(string)
 	if left == "" {
 		return 0, fmt.Errorf("redis: renew %s ticket %q: %w", ks.key, ticket, quota.ErrUnknownTicket)
 	}
@@ -235,7 +267,7 @@ func (s *Store) Pause(ctx context.Context, key quota.Key, d time.Duration, reaso
 		return nil
 	}
 	nowArg, local := s.now()
-	args := append(ks.args("pause", nowArg, local, 2), micros(d), reason)
+	args := append(ks.args("pause", nowArg, key.Tenant, "1", local, 2), micros(d), reason)
 	if err := script.Run(ctx, s.rdb, ks.keys(""), args...).Err(); err != nil {
 		return s.fail("pause", ks.key, err)
 	}
@@ -255,7 +287,7 @@ func (s *Store) Observe(ctx context.Context, key quota.Key, obs []quota.Observat
 		return err
 	}
 	nowArg, local := s.now()
-	args, m := ks.observations(ks.args("observe", nowArg, local, 1+3*len(obs)), obs)
+	args, m := observations(ks.policy, ks.args("observe", nowArg, key.Tenant, "1", local, 1+3*len(obs)), obs)
 	if m == 0 {
 		return nil
 	}
@@ -275,12 +307,12 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 		return quota.Snapshot{}, err
 	}
 	nowArg, local := s.now()
-	args := append(ks.args("snapshot", nowArg, local, 3), ks.calib[:]...)
+	args := append(ks.args("snapshot", nowArg, key.Tenant, "1", local, 3), ks.calib[:]...)
 	res, err := script.Run(ctx, s.rdb, ks.keys(""), args...).Slice()
 	if err != nil {
 		return quota.Snapshot{}, s.fail("snapshot", ks.key, err)
 	}
-	if len(res) != 4+4*len(ks.limited) {
+	if len(res) < 4+4*len(ks.limited) || (len(res)-4-4*len(ks.limited))%6 != 0 {
 		return quota.Snapshot{}, fmt.Errorf("redis: snapshot %s: unexpected script reply %v", ks.key, res)
 	}
 	at := s.timeFrom(toFloat(res, 0), local)
@@ -302,6 +334,10 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 			l.ResetAt = at(toFloat(res, j+3))
 		}
 		snap.Axes[i] = l
+	}
+	for j := 4 + 4*len(ks.limited); j < len(res); j += 6 {
+		snap.Line = append(snap.Line, quota.TenantLine{Tenant: toString(res, j), Tickets: int(toInt(res, j+1)),
+			Cost: quota.Cost{Requests: toInt(res, j+2), Tokens: toInt(res, j+3), InputTokens: toInt(res, j+4), OutputTokens: toInt(res, j+5)}})
 	}
 	return snap, nil
 }
