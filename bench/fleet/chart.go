@@ -22,6 +22,9 @@ type panel struct {
 	// input-token limit in calls per second at this run's mean prompt.
 	requestLimit, tokenLimit float64
 	window                   float64 // seconds
+	// killed and restarted are when a fault run killed its replica and
+	// restarted Redis, in seconds; 0 in other runs.
+	killed, restarted float64
 }
 
 // newPanel turns a run into a panel, with x in seconds since the load
@@ -33,6 +36,10 @@ func newPanel(name string, r setupRun, l limits) panel {
 		p.tokenLimit = float64(l.InputTokens) / l.Period.Seconds() / meanPrompt
 	}
 	origin := r.start.Truncate(1e9)
+	if r.faults != nil {
+		lead := r.start.Sub(origin)
+		p.killed, p.restarted = (lead + r.faults.Killed).Seconds(), (lead + r.faults.Restarted).Seconds()
+	}
 	for _, s := range r.series {
 		x := s.Start.Sub(origin).Seconds()
 		p.accepted = append(p.accepted, plotter.XY{X: x, Y: float64(s.Accepted)})
@@ -47,6 +54,8 @@ var (
 	limitColor    = color.RGBA{A: 0xff}
 	tokenColor    = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
 	windowColor   = color.RGBA{R: 0x80, G: 0x80, B: 0x80, A: 0xff}
+	killColor     = color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}
+	restartColor  = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
 )
 
 // writeChart draws one panel per setup, stacked on a shared time axis, into
@@ -115,6 +124,22 @@ func (p panel) plot(xmax, ymax float64) (*plot.Plot, error) {
 	end, _ := plotter.NewLine(plotter.XYs{{X: p.window, Y: 0}, {X: p.window, Y: ymax}})
 	end.Color, end.Dashes = windowColor, []vg.Length{vg.Points(1), vg.Points(3)}
 	pl.Add(end)
+	for _, f := range []struct {
+		x     float64
+		c     color.Color
+		label string
+	}{
+		{p.killed, killColor, "replica 0 killed"},
+		{p.restarted, restartColor, "Redis restarted empty"},
+	} {
+		if f.x <= 0 {
+			continue
+		}
+		l, _ := plotter.NewLine(plotter.XYs{{X: f.x, Y: 0}, {X: f.x, Y: ymax}})
+		l.Color, l.Width = f.c, vg.Points(1.2)
+		pl.Add(l)
+		pl.Legend.Add(f.label, l)
+	}
 
 	for _, s := range []struct {
 		xys   plotter.XYs

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/quota"
 )
 
 func validConfig() config {
@@ -37,4 +39,64 @@ func TestConfigValidatesDensity(t *testing.T) {
 	c := validConfig()
 	c.only = "nope"
 	require.ErrorContains(t, c.validate(), "-setups")
+}
+
+func TestFaultsConfig(t *testing.T) {
+	c := validConfig()
+	c.faults, c.replicas, c.concurrency = true, 2, 3
+	require.NoError(t, c.validate())
+	got, err := c.pick(setups(limits{}, ""))
+	require.NoError(t, err)
+	require.Equal(t, []string{"tollgate-redis", "tollgate-redis-wait"}, []string{got[0].name, got[1].name}, "-faults runs the Redis setups")
+
+	one := c
+	one.replicas = 1
+	require.ErrorContains(t, one.validate(), "-replicas 1 with -faults: use at least 2")
+
+	noLimit := c
+	noLimit.concurrency = 0
+	require.ErrorContains(t, noLimit.validate(), "-concurrency 0")
+
+	local := c
+	local.only = "tollgate-redis,local-buckets"
+	require.ErrorContains(t, local.validate(), `-setups: "local-buckets" has no Redis to restart`)
+
+	wait := c
+	wait.only = "tollgate-redis-wait"
+	got, err = wait.pick(setups(limits{}, ""))
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+}
+
+func TestFaultPlanOrdersItsFaults(t *testing.T) {
+	p := faultsAt(30*time.Second, func() error { return nil })
+	require.Equal(t, 10*time.Second, p.killAt)
+	require.Equal(t, 20*time.Second, p.restartAt)
+	faults, err := p.schedule(&replicaProcess{}, &faultLog{}, func() int64 { return 0 }, 3)
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{10 * time.Second, 20 * time.Second}, []time.Duration{faults[0].at, faults[1].at})
+
+	p.killAt, p.restartAt = 5*time.Second, time.Second
+	faults, err = p.schedule(&replicaProcess{}, &faultLog{}, func() int64 { return 0 }, 3)
+	require.NoError(t, err)
+	require.Equal(t, time.Second, faults[0].at, "due first, runs first")
+
+	_, err = p.schedule(nil, &faultLog{}, func() int64 { return 0 }, 3)
+	require.ErrorIs(t, err, errNoVictim)
+	p.restartRedis = nil
+	_, err = p.schedule(&replicaProcess{}, &faultLog{}, func() int64 { return 0 }, 3)
+	require.ErrorContains(t, err, "restart Redis")
+}
+
+func TestPolicyAddsTheFaultRunsLimits(t *testing.T) {
+	l := limits{Period: time.Second, Requests: 10, InputTokens: 100, OutputTokens: 100}
+	_, ok := l.policy().Limit(quota.Concurrency)
+	require.False(t, ok, "no concurrency limit unless asked")
+	l.Concurrency, l.LeaseTTL = 3, 15*time.Second
+	p := l.policy()
+	lim, ok := p.Limit(quota.Concurrency)
+	require.True(t, ok)
+	require.EqualValues(t, 3, lim.Capacity)
+	require.Equal(t, 15*time.Second, p.LeaseTTL)
+	require.NoError(t, p.Validate())
 }

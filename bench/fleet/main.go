@@ -21,6 +21,15 @@
 // prints) and, with -out DIR, writes DIR/fleet.json and DIR/fleet.png.
 //
 //	go run ./bench/fleet -out /tmp/fleet
+//
+// With -faults it runs the two Tollgate-on-Redis setups as fault runs: a
+// policy with a concurrency limit (-concurrency), longer provider latency,
+// and mid-run one replica killed without warning while it has calls in
+// flight and Redis restarted without persistence (see faults.go). The table
+// then also counts the workflows lost and how far the provider's peak of
+// calls in flight went over the limit.
+//
+//	go run ./bench/fleet -faults
 package main
 
 import (
@@ -42,6 +51,9 @@ import (
 )
 
 func main() {
+	if spec := os.Getenv(replicaEnv); spec != "" {
+		os.Exit(runReplicaProcess(spec))
+	}
 	replicas := flag.Int("replicas", 3, "worker replicas per setup")
 	duration := flag.Duration("duration", 30*time.Second, "load window per setup")
 	drain := flag.Duration("drain", 90*time.Second, "how long a setup may take to finish its workflows after the window (it ends as soon as they are done)")
@@ -54,7 +66,9 @@ func main() {
 	out := flag.String("out", "", "directory to write fleet.json and fleet.png to")
 	redisPath := flag.String("redis-server", "redis-server", "redis-server binary: a path, or a name looked up on PATH")
 	density := flag.Float64("density", 1, "tokens the provider counts per characters/4 (its tokenizer's density; Tollgate estimates characters/4)")
-	only := flag.String("setups", "", "comma-separated setups to run, by name (default: all of "+strings.Join(setupNames(), ",")+")")
+	only := flag.String("setups", "", "comma-separated setups to run, by name (default: all of "+strings.Join(setupNames(), ",")+"; with -faults, "+strings.Join(faultSetups, ",")+")")
+	faults := flag.Bool("faults", false, "fault runs: the Tollgate-on-Redis setups with a concurrency limit, one replica killed mid-call and Redis restarted empty mid-run")
+	concurrency := flag.Int64("concurrency", defaultFaultConcurrency, "with -faults: the policy's limit on calls in flight at once")
 	tf := newTenantFlags(flag.CommandLine)
 	flag.Parse()
 	if *rate == 0 && *density > 0 {
@@ -66,7 +80,7 @@ func main() {
 	cfg := config{
 		replicas: *replicas, window: *duration, drain: *drain, rate: *rate, seed: *seed, out: *out, redisPath: *redisPath,
 		limits: limits{Period: *period, Requests: *requests, InputTokens: *inputTokens, OutputTokens: *outputTokens, Density: *density},
-		only:   *only,
+		only:   *only, faults: *faults, concurrency: *concurrency,
 	}
 	if *tf.on {
 		if err := runTenants(ctx, tenantConfig{config: cfg, burst: *tf.burst, trickle: *tf.trickle}); err != nil {
@@ -92,9 +106,17 @@ type config struct {
 	out           string
 	redisPath     string
 	limits        limits
-	// only is -setups: the names to run, comma-separated; empty runs all.
+	// only is -setups: the names to run, comma-separated; empty runs all
+	// (with faults, faultSetups).
 	only string
+	// faults is -faults; concurrency is -concurrency, the policy's
+	// concurrency limit in fault runs.
+	faults      bool
+	concurrency int64
 }
+
+// faultSetups are the setups -faults runs: those with a Redis to restart.
+var faultSetups = []string{"tollgate-redis", "tollgate-redis-wait"}
 
 func (c config) validate() error {
 	switch {
@@ -108,9 +130,35 @@ func (c config) validate() error {
 		return errors.New("-rate must be positive")
 	case c.limits.Period <= 0 || c.limits.Requests <= 0 || c.limits.InputTokens <= 0 || c.limits.OutputTokens <= 0:
 		return errors.New("-period and the limits must be positive")
+	case c.faults && c.replicas < 2:
+		return fmt.Errorf("-replicas %d with -faults: use at least 2, one to kill and one to finish the work", c.replicas)
+	case c.faults && c.concurrency < 1:
+		return fmt.Errorf("-concurrency %d: use at least 1 call in flight", c.concurrency)
 	}
-	_, err := pick(setups(c.limits, ""), c.only)
+	_, err := c.pick(setups(c.limits, ""))
 	return err
+}
+
+// pick returns the setups the run runs, in order: -setups, else all of
+// them, or with -faults all of faultSetups (and -setups may name no other).
+func (c config) pick(all []setup) ([]setup, error) {
+	if !c.faults {
+		return pick(all, c.only)
+	}
+	only := c.only
+	if strings.TrimSpace(only) == "" {
+		only = strings.Join(faultSetups, ",")
+	}
+	list, err := pick(all, only)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range list {
+		if !slices.Contains(faultSetups, s.name) {
+			return nil, fmt.Errorf("-setups: %q has no Redis to restart, so -faults cannot run it: use a subset of %s", s.name, strings.Join(faultSetups, ","))
+		}
+	}
+	return list, nil
 }
 
 // setupNames lists every setup's name, in the order they run.
@@ -163,11 +211,16 @@ func run(ctx context.Context, cfg config) error {
 	}
 	defer rds.stop()
 
-	list, err := pick(setups(cfg.limits, rds.addr), cfg.only)
+	latency := llmsim.Latency{Fixed: 30 * time.Millisecond, Jitter: 40 * time.Millisecond}
+	if cfg.faults {
+		cfg.limits.Concurrency, cfg.limits.LeaseTTL = cfg.concurrency, faultLeaseTTL
+		latency = faultLatency
+	}
+	list, err := cfg.pick(setups(cfg.limits, rds.addr))
 	if err != nil {
 		return err
 	}
-	simCfg := llmsim.Config{Latency: llmsim.Latency{Fixed: 30 * time.Millisecond, Jitter: 40 * time.Millisecond}, Seed: cfg.seed}
+	simCfg := llmsim.Config{Latency: latency, Seed: cfg.seed}
 	for _, s := range list {
 		simCfg.Models = append(simCfg.Models, cfg.limits.simModel("fleet-"+s.name))
 	}
@@ -187,12 +240,23 @@ func run(ctx context.Context, cfg config) error {
 		server: server, sim: sim, simURL: "http://" + l.Addr().String(), limits: cfg.limits,
 		replicas: cfg.replicas, rate: cfg.rate, window: cfg.window, drain: cfg.drain, seed: cfg.seed,
 	}
+	if cfg.faults {
+		b.faults = faultsAt(cfg.window, func() error { return rds.restart(ctx) })
+		b.redisAddr, b.heartbeat = rds.addr, faultHeartbeat
+	}
 	fmt.Printf("Provider (llmsim, Anthropic Messages, one model per setup): %s.\n", cfg.limits)
 	fmt.Printf("Fleet: %d replicas per setup on one embedded Temporal server; %.1f agent workflows/s for %s (then up to %s to drain),\n",
 		cfg.replicas, cfg.rate, cfg.window, cfg.drain)
 	fmt.Printf("each %d LLM calls with a system prompt of %v tokens (uniform) and max_tokens %d: demand ≈ %.1f calls/s.\n",
 		agentTurns, promptTokens, agentMaxOutputs, cfg.rate*agentTurns)
-	fmt.Printf("Temporal's retry intervals are not compressed: a 1 s retry is one whole period of the provider's limit.\n\n")
+	fmt.Printf("Temporal's retry intervals are not compressed: a 1 s retry is one whole period of the provider's limit.\n")
+	if cfg.faults {
+		fmt.Printf("Faults: llmsim answers in %s–%s; the activities' HeartbeatTimeout is %s and the policy's LeaseTTL %s.\n",
+			latency.Fixed, latency.Fixed+latency.Jitter, faultHeartbeat, faultLeaseTTL)
+		fmt.Printf("Replica 0 runs in a process of its own and is killed (SIGKILL) %s into the load, once it has a call in flight;\n", b.faults.killAt)
+		fmt.Printf("Redis is killed and started again, empty, on the same port %s into the load.\n", b.faults.restartAt)
+	}
+	fmt.Println()
 
 	var results []Result
 	var panels []panel
@@ -207,20 +271,32 @@ func run(ctx context.Context, cfg config) error {
 			return ctx.Err()
 		}
 		res := summarize(s.name, r.result)
+		if r.faults != nil {
+			fmt.Printf("  %s\n", r.faults)
+		}
+		for cause, n := range r.failures {
+			fmt.Printf("  %d workflows did not complete: %s\n", n, cause)
+		}
 		fmt.Printf("  done in %s: %d/%d workflows, goodput %.3f\n", time.Since(start).Round(time.Second), res.Completed, res.Total, res.Goodput)
 		results = append(results, res)
 		panels = append(panels, newPanel(s.name, r, cfg.limits))
 	}
 
 	fmt.Println()
-	if err := printTable(os.Stdout, results); err != nil {
+	if err := printTable(os.Stdout, results, cfg.faults); err != nil {
 		return err
 	}
 	fmt.Println()
 	fmt.Println(definitions)
+	if cfg.faults {
+		fmt.Println(faultDefinitions)
+	}
 	fmt.Println()
 	for _, r := range results {
-		if strings.HasPrefix(r.Name, "tollgate-redis") {
+		switch {
+		case cfg.faults:
+			fmt.Println(faultVerdict(r))
+		case strings.HasPrefix(r.Name, "tollgate-redis"):
 			fmt.Println(verdict(r))
 		}
 	}
@@ -246,6 +322,21 @@ func verdict(r Result) string {
 	return fmt.Sprintf("%s targets: goodput %.3f ≥ 0.95 %s; 429/100 %.2f ≤ 0.5 %s; attempts/call %.2f ≤ 1.2 %s (calls/call %.2f); completed %d/%d %s",
 		r.Name, r.Goodput, check(r.Goodput >= 0.95), r.Provider429Per100, check(r.Provider429Per100 <= 0.5),
 		r.AttemptsPerCall, check(r.AttemptsPerCall <= 1.2), r.ProviderCallsPerCall, r.Completed, r.Total, check(r.Completed == r.Total))
+}
+
+// faultVerdict checks a fault run against its targets: nothing lost, the
+// concurrency limit held at the provider, at most 1 provider 429 per 100
+// calls.
+func faultVerdict(r Result) string {
+	check := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	return fmt.Sprintf("%s under faults: lost %d = 0 %s; provider peak in flight %d ≤ %d (over_limit %d) %s; 429/100 %.2f ≤ 1 %s",
+		r.Name, r.Lost, check(r.Lost == 0), r.ProviderPeakInFlight, r.ConcurrencyLimit, r.OverLimit, check(r.OverLimit == 0),
+		r.Provider429Per100, check(r.Provider429Per100 <= 1))
 }
 
 func writeOutputs(dir string, l limits, results []Result, panels []panel) error {

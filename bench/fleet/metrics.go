@@ -38,6 +38,15 @@ const definitions = `Definitions:
   done/total    workflows completed successfully ÷ workflows started; the rest were still
                 running at the drain deadline (and were terminated) or failed.`
 
+// faultDefinitions are printed after definitions in a fault run.
+const faultDefinitions = `  lost          workflows started but not completed (total − done): failed (the run prints
+                why), or still running at the drain deadline.
+  over limit    the most calls llmsim held in flight at once, less the policy's concurrency
+                limit; 0 when the limit held. llmsim counts a call from the moment it has read
+                its request until just before it writes the answer, so a caller holding its
+                answer is never counted; a killed replica's calls leave when their
+                connections close.`
+
 // counts is what one setup's run measured, before it is summarized.
 type counts struct {
 	// Window is the load window; Period the provider's refill period.
@@ -48,9 +57,14 @@ type counts struct {
 	// WindowAccepted and WindowInputTokens are what the provider accepted
 	// during the window: calls, and the input tokens they were charged.
 	WindowAccepted, WindowInputTokens int64
+	// ConcurrencyLimit is the policy's limit on calls in flight at once; 0
+	// when it has none.
+	ConcurrencyLimit int64
 	// ProviderCalls and Provider429 count every call the provider received
 	// and every 429 it sent, over the whole run.
 	ProviderCalls, Provider429 int64
+	// ProviderPeakInFlight is the most calls the provider held at once.
+	ProviderPeakInFlight int64
 	// CompletedCalls counts activities that returned an answer;
 	// ActivityAttempts every activity execution started.
 	CompletedCalls, ActivityAttempts int64
@@ -77,6 +91,15 @@ type Result struct {
 	PeakSlots             int64   `json:"peak_slots"`
 	Completed             int     `json:"completed"`
 	Total                 int     `json:"total"`
+	// Lost is Total − Completed.
+	Lost int `json:"lost"`
+	// ConcurrencyLimit is the policy's concurrency limit (0: none);
+	// ProviderPeakInFlight the most calls the provider held at once; and
+	// OverLimit how far that went over the limit (0 when it held, or with
+	// no limit).
+	ConcurrencyLimit     int64 `json:"concurrency_limit,omitempty"`
+	ProviderPeakInFlight int64 `json:"provider_peak_in_flight"`
+	OverLimit            int64 `json:"over_limit"`
 }
 
 // summarize turns a setup's counts into its Result. Ratios with nothing to
@@ -98,6 +121,12 @@ func summarize(name string, c counts) Result {
 		PeakSlots:             c.PeakSlots,
 		Completed:             c.Completed,
 		Total:                 c.Total,
+		Lost:                  c.Total - c.Completed,
+		ConcurrencyLimit:      c.ConcurrencyLimit,
+		ProviderPeakInFlight:  c.ProviderPeakInFlight,
+	}
+	if c.ConcurrencyLimit > 0 {
+		r.OverLimit = max(0, c.ProviderPeakInFlight-c.ConcurrencyLimit)
 	}
 	if tokUse > reqUse {
 		r.Goodput, r.BindingAxis = tokUse, "input_tokens"
@@ -146,14 +175,23 @@ func writeJSON(w io.Writer, results []Result) error {
 	return enc.Encode(results)
 }
 
-// printTable writes results as an aligned table.
-func printTable(w io.Writer, results []Result) error {
+// printTable writes results as an aligned table; with faults, with the
+// columns lost and over limit after 429/100.
+func printTable(w io.Writer, results []Result, faults bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "setup\tgoodput\tbinding\treq use\ttok use\t429/100\tattempts/call\tcalls/call\tp50 ms\tp99 ms\tpeak slots\tdone/total\t")
+	faultHead := ""
+	if faults {
+		faultHead = "lost\tover limit\t"
+	}
+	fmt.Fprintln(tw, "setup\tgoodput\tbinding\treq use\ttok use\t429/100\t"+faultHead+"attempts/call\tcalls/call\tp50 ms\tp99 ms\tpeak slots\tdone/total\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%.3f\t%.3f\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t%d\t%d/%d\t\n",
+		faultCols := ""
+		if faults {
+			faultCols = fmt.Sprintf("%d\t%d\t", r.Lost, r.OverLimit)
+		}
+		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%.3f\t%.3f\t%.2f\t%s%.2f\t%.2f\t%.0f\t%.0f\t%d\t%d/%d\t\n",
 			r.Name, r.Goodput, strings.TrimSuffix(r.BindingAxis, "_tokens")+axisSuffix(r.BindingAxis), r.RequestUtilization, r.InputTokenUtilization,
-			r.Provider429Per100, r.AttemptsPerCall, r.ProviderCallsPerCall, r.P50Ms, r.P99Ms, r.PeakSlots, r.Completed, r.Total)
+			r.Provider429Per100, faultCols, r.AttemptsPerCall, r.ProviderCallsPerCall, r.P50Ms, r.P99Ms, r.PeakSlots, r.Completed, r.Total)
 	}
 	return tw.Flush()
 }

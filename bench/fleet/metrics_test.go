@@ -46,6 +46,28 @@ func TestSummarize(t *testing.T) {
 			require.EqualValues(t, 7, r.PeakSlots)
 			require.Equal(t, 4, r.Completed)
 			require.Equal(t, 5, r.Total)
+			require.Equal(t, 1, r.Lost)
+		})
+	}
+}
+
+func TestSummarizeOverLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		limit, peak  int64
+		wantOverBy   int64
+		wantInResult int64
+	}{
+		{"held at the limit", 3, 3, 0, 3},
+		{"below it", 3, 1, 0, 3},
+		{"over it", 3, 5, 2, 3},
+		{"no limit", 0, 9, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := summarize("s", counts{Window: time.Second, Period: time.Second, ConcurrencyLimit: tc.limit, ProviderPeakInFlight: tc.peak})
+			require.Equal(t, tc.wantOverBy, r.OverLimit)
+			require.Equal(t, tc.wantInResult, r.ConcurrencyLimit)
+			require.Equal(t, tc.peak, r.ProviderPeakInFlight)
 		})
 	}
 }
@@ -88,6 +110,7 @@ func TestFleetJSONShape(t *testing.T) {
 		"name": "string", "goodput": "number", "provider_429_per_100": "number", "attempts_per_call": "number",
 		"provider_calls_per_call": "number",
 		"p50_ms":                  "number", "p99_ms": "number", "peak_slots": "number", "completed": "number", "total": "number",
+		"lost": "number", "over_limit": "number", "provider_peak_in_flight": "number",
 	}
 	for _, obj := range got {
 		for field, typ := range want {
@@ -108,10 +131,47 @@ func TestFleetJSONShape(t *testing.T) {
 
 func TestPrintTableHasOneLinePerSetup(t *testing.T) {
 	var buf bytes.Buffer
-	require.NoError(t, printTable(&buf, []Result{{Name: "a", BindingAxis: "requests"}, {Name: "b", BindingAxis: "input_tokens"}}))
+	require.NoError(t, printTable(&buf, []Result{{Name: "a", BindingAxis: "requests"}, {Name: "b", BindingAxis: "input_tokens"}}, false))
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	require.Len(t, lines, 3)
 	require.Contains(t, lines[2], "input tok")
+	require.NotContains(t, lines[0], "lost")
+}
+
+func TestPrintTableOfFaultRuns(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, printTable(&buf, []Result{{Name: "tollgate-redis", BindingAxis: "requests", Provider429Per100: 0.5, Lost: 2, OverLimit: 3}}, true))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 2)
+	head, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+	at := func(fields []string, s string) int {
+		for i, f := range fields {
+			if f == s {
+				return i
+			}
+		}
+		t.Fatalf("%q not in %q", s, fields)
+		return -1
+	}
+	require.Equal(t, at(head, "429/100")+1, at(head, "lost"), "lost follows 429/100")
+	require.Equal(t, "over", head[at(head, "lost")+1])
+	// The header's "req use", "tok use" and "over limit" are two words each;
+	// the row's "requests" binding one.
+	require.Equal(t, []string{"0.50", "2", "3"}, row[5:8])
+}
+
+func TestFaultVerdict(t *testing.T) {
+	ok := Result{Name: "tollgate-redis", ConcurrencyLimit: 3, ProviderPeakInFlight: 3, Provider429Per100: 1, Completed: 5, Total: 5}
+	require.NotContains(t, faultVerdict(ok), "MISSED")
+	over := ok
+	over.ProviderPeakInFlight, over.OverLimit = 4, 1
+	require.Contains(t, faultVerdict(over), "provider peak in flight 4 ≤ 3 (over_limit 1) MISSED")
+	lost := ok
+	lost.Lost = 1
+	require.Contains(t, faultVerdict(lost), "lost 1 = 0 MISSED")
+	rateLimited := ok
+	rateLimited.Provider429Per100 = 1.5
+	require.Contains(t, faultVerdict(rateLimited), "429/100 1.50 ≤ 1 MISSED")
 }
 
 func TestVerdict(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 // redisServer is a redis-server process the benchmark owns: persistence off,
 // its files in a temporary directory, on a free loopback port.
 type redisServer struct {
+	path string
 	addr string
 	dir  string
 	cmd  *exec.Cmd
@@ -36,12 +37,23 @@ func startRedis(ctx context.Context, path string) (*redisServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &redisServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, done: make(chan error, 1)}
-	s.cmd = exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--loglevel", "warning")
-	if err := s.cmd.Start(); err != nil {
+	s := &redisServer{path: path, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir}
+	if err := s.launch(ctx); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start redis-server: %w", err)
+		return nil, err
+	}
+	return s, nil
+}
+
+// launch starts the process on s.addr and waits until it answers PING.
+func (s *redisServer) launch(ctx context.Context) error {
+	_, port, _ := net.SplitHostPort(s.addr)
+	s.done = make(chan error, 1)
+	s.cmd = exec.Command(s.path, "--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning")
+	if err := s.cmd.Start(); err != nil {
+		s.cmd = nil
+		return fmt.Errorf("start redis-server: %w", err)
 	}
 	go func() { s.done <- s.cmd.Wait() }()
 
@@ -50,29 +62,47 @@ func startRedis(ctx context.Context, path string) (*redisServer, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if err := rdb.Ping(ctx).Err(); err == nil {
-			return s, nil
+			return nil
 		} else if time.Now().After(deadline) || ctx.Err() != nil {
-			s.stop()
-			return nil, fmt.Errorf("redis-server on %s did not answer PING: %w", s.addr, err)
+			s.kill()
+			return fmt.Errorf("redis-server on %s did not answer PING: %w", s.addr, err)
 		}
 		select {
 		case err := <-s.done:
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("redis-server exited at start: %v", err)
+			s.cmd = nil
+			return fmt.Errorf("redis-server exited at start: %v", err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
 
+// restart kills the server without warning and starts it again on the same
+// address: like a Redis without persistence after a crash, it comes back
+// empty, and clients reconnect to it.
+func (s *redisServer) restart(ctx context.Context) error {
+	s.kill()
+	return s.launch(ctx)
+}
+
+// kill ends the process at once (SIGKILL) and waits for it.
+func (s *redisServer) kill() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	s.cmd = nil
+}
+
 // stop ends the server and removes its directory.
 func (s *redisServer) stop() {
-	if s.cmd.Process != nil {
+	if s.cmd != nil {
 		_ = s.cmd.Process.Signal(os.Interrupt)
 		select {
 		case <-s.done:
+			s.cmd = nil
 		case <-time.After(5 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.done
+			s.kill()
 		}
 	}
 	os.RemoveAll(s.dir)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,9 +12,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/worker"
 
-	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/internal/devserver"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
 	"github.com/tollgate/tollgate/workflows"
@@ -34,6 +33,14 @@ type bench struct {
 	window   time.Duration
 	drain    time.Duration
 	seed     uint64
+	// faults, when set, makes every setup a fault run: replica 0 runs in a
+	// process of its own (redisAddr tells it where Redis is) and is killed
+	// mid-run, and Redis is restarted, as the plan says.
+	faults    *faultPlan
+	redisAddr string
+	// heartbeat, when positive, is the HeartbeatTimeout of every activity
+	// (see heartbeatTimeout).
+	heartbeat time.Duration
 }
 
 // setupRun is one setup's measurements, with the provider's per-second series
@@ -42,17 +49,31 @@ type setupRun struct {
 	result counts
 	series []llmsim.Second
 	start  time.Time
+	// faults is what a fault run did; nil otherwise.
+	faults *faultLog
+	// failures counts the workflows that did not complete, by cause.
+	failures map[string]int
 }
 
 // runSetup starts the setup's replicas on a task queue of its own, drives
-// the load against a model of its own, drains, and measures.
+// the load against a model of its own (with the faults, in a fault run),
+// drains, and measures.
 func (b *bench) runSetup(ctx context.Context, s setup) (setupRun, error) {
 	model, taskQueue := "fleet-"+s.name, "fleet-"+s.name
 	counter := &slots{}
-	stop, err := b.startReplicas(s, model, taskQueue, counter)
+	stop, victim, err := b.startReplicas(ctx, s, model, taskQueue, counter)
 	defer stop()
 	if err != nil {
 		return setupRun{}, err
+	}
+	var faults []fault
+	var log *faultLog
+	if b.faults != nil {
+		log = &faultLog{}
+		inFlight := func() int64 { return b.sim.InFlight(model).Now }
+		if faults, err = b.faults.schedule(victim, log, inFlight, b.limits.Concurrency); err != nil {
+			return setupRun{}, err
+		}
 	}
 
 	starter, err := b.server.Dial(client.Options{Logger: quietLogger(), Identity: "fleet-starter"})
@@ -61,67 +82,65 @@ func (b *bench) runSetup(ctx context.Context, s setup) (setupRun, error) {
 	}
 	defer starter.Close()
 
-	load := b.drive(ctx, starter, s.name, model, taskQueue)
+	load, err := b.drive(ctx, starter, s.name, model, taskQueue, faults)
 	stop() // no attempt is in flight while the counts are read
+	if err != nil {
+		return setupRun{}, err
+	}
 	st := b.sim.Stats(model)
 	c := counts{
-		Window:            b.window,
-		Period:            b.limits.Period,
-		RequestLimit:      b.limits.Requests,
-		InputTokenLimit:   b.limits.InputTokens,
-		WindowAccepted:    load.windowStats.Accepted,
-		WindowInputTokens: load.windowStats.InputTokens,
-		ProviderCalls:     st.Received,
-		Provider429:       st.TooManyRequests,
-		CompletedCalls:    counter.completed.Load(),
-		ActivityAttempts:  counter.attempts.Load(),
-		Latencies:         load.latencies,
-		Completed:         len(load.latencies),
-		Total:             load.started,
-		PeakSlots:         counter.peak.Load(),
+		Window:               b.window,
+		Period:               b.limits.Period,
+		RequestLimit:         b.limits.Requests,
+		InputTokenLimit:      b.limits.InputTokens,
+		ConcurrencyLimit:     b.limits.Concurrency,
+		WindowAccepted:       load.windowStats.Accepted,
+		WindowInputTokens:    load.windowStats.InputTokens,
+		ProviderCalls:        st.Received,
+		Provider429:          st.TooManyRequests,
+		ProviderPeakInFlight: b.sim.InFlight(model).Peak,
+		CompletedCalls:       counter.completed.Load(),
+		ActivityAttempts:     counter.attempts.Load(),
+		Latencies:            load.latencies,
+		Completed:            len(load.latencies),
+		Total:                load.started,
+		PeakSlots:            counter.peak.Load(),
 	}
-	return setupRun{result: c, series: b.sim.Series(model), start: load.start}, nil
+	return setupRun{result: c, series: b.sim.Series(model), start: load.start, faults: log, failures: load.failures}, nil
 }
 
 // startReplicas starts b.replicas workers, each with its own client,
 // activities (HTTP client) and, per the setup, its own store and
-// interceptor. stop stops them all; it is safe to call twice.
-func (b *bench) startReplicas(s setup, model, taskQueue string, counter *slots) (stop func(), err error) {
+// interceptor. In a fault run replica 0 runs in a process of its own and is
+// returned as victim. stop stops them all; it is safe to call twice.
+func (b *bench) startReplicas(ctx context.Context, s setup, model, taskQueue string, counter *slots) (stop func(), victim *replicaProcess, err error) {
 	var closers []func()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			for i := len(closers) - 1; i >= 0; i-- {
-				closers[i]()
-			}
-		})
-	}
+	stop = sync.OnceFunc(func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	})
+	t := replicaTarget{dial: b.server.Dial, simURL: b.simURL, model: model, taskQueue: taskQueue, heartbeat: b.heartbeat}
 	for i := range b.replicas {
-		c, err := b.server.Dial(client.Options{Logger: quietLogger(), Identity: fmt.Sprintf("%s-replica-%d", s.name, i)})
+		if i == 0 && b.faults != nil {
+			victim, err = startReplicaProcess(ctx, replicaSpec{
+				Temporal: b.server.Address(), Namespace: b.server.Namespace(), Setup: s.name, Index: i,
+				Model: model, TaskQueue: taskQueue, SimURL: b.simURL, RedisAddr: b.redisAddr,
+				Limits: b.limits, Heartbeat: b.heartbeat,
+			}, counter)
+			if err != nil {
+				return stop, nil, err
+			}
+			closers = append(closers, victim.stop)
+			continue
+		}
+		stopReplica, err := startReplica(s, i, t, counter, pooledTransport())
+		closers = append(closers, stopReplica)
 		if err != nil {
-			return stop, fmt.Errorf("replica %d: dial Temporal: %w", i, err)
+			return stop, victim, err
 		}
-		closers = append(closers, c.Close)
-		opts, closeFn, err := s.replica(i, model, counter)
-		if err != nil {
-			return stop, fmt.Errorf("replica %d: %w", i, err)
-		}
-		closers = append(closers, closeFn)
-		acts, err := activities.New(activities.Config{Anthropic: activities.ProviderConfig{
-			APIKey: apiKey, BaseURL: b.simURL, HTTPClient: &http.Client{Transport: pooledTransport()},
-		}})
-		if err != nil {
-			return stop, fmt.Errorf("replica %d: activities: %w", i, err)
-		}
-		w := worker.New(c, taskQueue, opts)
-		activities.Register(w, acts)
-		workflows.Register(w)
-		if err := w.Start(); err != nil {
-			return stop, fmt.Errorf("replica %d: start worker: %w", i, err)
-		}
-		closers = append(closers, w.Stop)
 	}
-	return stop, nil
+	return stop, victim, nil
 }
 
 // pooledTransport keeps enough idle connections to llmsim for a replica's
@@ -138,22 +157,37 @@ type load struct {
 	started     int
 	latencies   []time.Duration // of completed workflows
 	windowStats llmsim.Stats    // the provider's counts when the window closed
+	// failures counts the workflows that did not complete, by the root
+	// cause of their error.
+	failures map[string]int
 }
 
 // drive starts agents at b.rate for b.window, snapshots the provider's
 // counts when the window closes, then waits up to b.drain for the rest.
-// Workflows still running at the deadline are terminated.
-func (b *bench) drive(ctx context.Context, c client.Client, name, model, taskQueue string) load {
+// Workflows still running at the deadline are terminated. The faults, in
+// order, run on drive's goroutine when due, between starts; the first that
+// fails ends the load with its error.
+func (b *bench) drive(ctx context.Context, c client.Client, name, model, taskQueue string, faults []fault) (load, error) {
 	wl := newWorkload(b.seed)
 	interval := time.Duration(float64(time.Second) / b.rate)
-	l := load{start: time.Now()}
+	l := load{start: time.Now(), failures: map[string]int{}}
 	windowEnd := l.start.Add(b.window)
 	deadline := windowEnd.Add(b.drain)
 
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var unfinished []string
-	for at := l.start; at.Before(windowEnd) && ctx.Err() == nil; at = at.Add(interval) {
+	var faultErr error
+	runDue := func(before time.Time) {
+		for len(faults) > 0 && faultErr == nil && !l.start.Add(faults[0].at).After(before) && ctx.Err() == nil {
+			f := faults[0]
+			faults = faults[1:]
+			sleepUntil(ctx, l.start.Add(f.at))
+			faultErr = f.do(ctx, l.start)
+		}
+	}
+	for at := l.start; at.Before(windowEnd) && ctx.Err() == nil && faultErr == nil; at = at.Add(interval) {
+		runDue(at)
 		sleepUntil(ctx, at)
 		id := fmt.Sprintf("%s-%05d", name, l.started)
 		in := wl.next(model)
@@ -172,13 +206,16 @@ func (b *bench) drive(ctx context.Context, c client.Client, name, model, taskQue
 			defer mu.Unlock()
 			if err != nil {
 				unfinished = append(unfinished, id)
+				l.failures[rootCause(err)]++
 				return
 			}
 			l.latencies = append(l.latencies, time.Since(begin))
 		}()
 	}
+	runDue(windowEnd)
 	sleepUntil(ctx, windowEnd)
 	l.windowStats = b.sim.Stats(model)
+	runDue(deadline)
 	wg.Wait()
 
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -186,7 +223,22 @@ func (b *bench) drive(ctx context.Context, c client.Client, name, model, taskQue
 	for _, id := range unfinished {
 		_ = c.TerminateWorkflow(tctx, id, "", "fleet benchmark: still running at the drain deadline")
 	}
-	return l
+	if faultErr == nil && len(faults) > 0 && ctx.Err() == nil {
+		faultErr = fmt.Errorf("the load ended before a fault due %s after its start: lengthen -duration", faults[0].at)
+	}
+	return l, faultErr
+}
+
+// rootCause is the message of the innermost error err wraps: for a failed
+// workflow, what failed its activity.
+func rootCause(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
 }
 
 func sleepUntil(ctx context.Context, t time.Time) {

@@ -12,14 +12,54 @@ import (
 // counts activity executions fleet-wide: attempts started, attempts that
 // returned a result, and how many run at once (the activity slots held),
 // refused and failed attempts included. Local activities (WaitInWorkflow's
-// reservations) run in slots of their own and are not counted.
+// reservations) run in slots of their own and are not counted. A replica
+// running in a process of its own counts with a slots whose report sends
+// each event to the benchmark, which applies it to the setup's slots.
 type slots struct {
 	interceptor.WorkerInterceptorBase
 	inFlight, peak      atomic.Int64
 	attempts, completed atomic.Int64
+	// report, when set, is told of every begin and end (see slotEvent).
+	report func(slotEvent)
 }
 
 var _ interceptor.WorkerInterceptor = (*slots)(nil)
+
+// slotEvent is one change to a slots' counts, as a replica process reports
+// it.
+type slotEvent byte
+
+const (
+	execBegan     slotEvent = 'b' // an activity execution started
+	execSucceeded slotEvent = 's' // one returned a result
+	execFailed    slotEvent = 'f' // one returned an error
+)
+
+// begin counts an activity execution starting.
+func (s *slots) begin() {
+	s.attempts.Add(1)
+	n := s.inFlight.Add(1)
+	for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
+	}
+	if s.report != nil {
+		s.report(execBegan)
+	}
+}
+
+// end counts an activity execution ending; ok when it returned a result.
+func (s *slots) end(ok bool) {
+	if ok {
+		s.completed.Add(1)
+	}
+	s.inFlight.Add(-1)
+	if s.report != nil {
+		if ok {
+			s.report(execSucceeded)
+		} else {
+			s.report(execFailed)
+		}
+	}
+}
 
 // InterceptActivity implements interceptor.WorkerInterceptor.
 func (s *slots) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
@@ -37,14 +77,10 @@ func (i *slotsInbound) ExecuteActivity(ctx context.Context, in *interceptor.Exec
 	if activity.GetInfo(ctx).IsLocalActivity {
 		return i.Next.ExecuteActivity(ctx, in)
 	}
-	i.s.attempts.Add(1)
-	n := i.s.inFlight.Add(1)
-	for p := i.s.peak.Load(); n > p && !i.s.peak.CompareAndSwap(p, n); p = i.s.peak.Load() {
-	}
-	defer i.s.inFlight.Add(-1)
+	i.s.begin()
+	ok := false
+	defer func() { i.s.end(ok) }()
 	res, err := i.Next.ExecuteActivity(ctx, in)
-	if err == nil {
-		i.s.completed.Add(1)
-	}
+	ok = err == nil
 	return res, err
 }

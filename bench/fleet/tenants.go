@@ -80,6 +80,8 @@ type tenantConfig struct {
 
 func (c tenantConfig) validate() error {
 	switch {
+	case c.faults:
+		return errors.New("-tenants and -faults are separate runs: choose one")
 	case c.replicas < 1:
 		return errors.New("-replicas must be at least 1")
 	case c.burst < 1:
@@ -225,7 +227,7 @@ func (b *bench) runTenantSetup(ctx context.Context, cfg tenantConfig, s tenantSe
 		}
 		return opts, closeFn, err
 	}}
-	stop, err := b.startReplicas(fleet, model, taskQueue, &slots{})
+	stop, _, err := b.startReplicas(ctx, fleet, model, taskQueue, &slots{})
 	defer stop()
 	if err != nil {
 		return nil, err

@@ -36,6 +36,7 @@ func TestTenantFlagsAndConfig(t *testing.T) {
 		{"no trickle", func(c *tenantConfig) { c.trickle = 0 }, "-tenant-trickle 0"},
 		{"no replicas", func(c *tenantConfig) { c.replicas = 0 }, "-replicas"},
 		{"no limit", func(c *tenantConfig) { c.limits.Requests = 0 }, "limits must be positive"},
+		{"with -faults", func(c *tenantConfig) { c.faults = true }, "-tenants and -faults are separate runs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validTenantConfig()

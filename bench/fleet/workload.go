@@ -13,7 +13,8 @@ import (
 )
 
 // limits is the provider's limit on the benchmark's model, per Period: the
-// minute compressed so a run takes seconds, not hours.
+// minute compressed so a run takes seconds, not hours; and what Tollgate's
+// policy adds to it in a fault run.
 type limits struct {
 	Period       time.Duration
 	Requests     int64
@@ -22,6 +23,13 @@ type limits struct {
 	// Density is how many tokens the provider counts per characters/4
 	// (llmsim.Model.Density): what Tollgate must learn, not assume.
 	Density float64
+	// Concurrency, when positive, is the policy's limit on calls in flight
+	// at once (quota.Concurrent). The provider does not enforce it; llmsim
+	// counts the calls it holds (llmsim.Sim.InFlight), so a run shows
+	// whether the fleet kept to it.
+	Concurrency int64
+	// LeaseTTL is the policy's LeaseTTL; 0 is quota's default.
+	LeaseTTL time.Duration
 }
 
 // simModel is the llmsim model one setup calls, with the limits.
@@ -40,17 +48,25 @@ func (l limits) simModel(name string) llmsim.Model {
 // policy is Tollgate's budget for the model: the provider's limits exactly,
 // no headroom, so goodput can reach the limit.
 func (l limits) policy() quota.Policy {
-	return quota.Policy{Limits: []quota.Limit{
+	p := quota.Policy{LeaseTTL: l.LeaseTTL, Limits: []quota.Limit{
 		quota.Per(quota.Requests, l.Requests, l.Period),
 		quota.Per(quota.InputTokens, l.InputTokens, l.Period),
 		quota.Per(quota.OutputTokens, l.OutputTokens, l.Period),
 	}}
+	if l.Concurrency > 0 {
+		p.Limits = append(p.Limits, quota.Concurrent(l.Concurrency))
+	}
+	return p
 }
 
 // String states the limit and the compression, for the run's header.
 func (l limits) String() string {
-	return fmt.Sprintf("%d requests, %d input tokens, %d output tokens per %s (a per-minute limit refilled every %s: time compressed %.0f×); it counts %g× characters/4 tokens",
+	s := fmt.Sprintf("%d requests, %d input tokens, %d output tokens per %s (a per-minute limit refilled every %s: time compressed %.0f×); it counts %g× characters/4 tokens",
 		l.Requests, l.InputTokens, l.OutputTokens, l.Period, l.Period, time.Minute.Seconds()/l.Period.Seconds(), l.Density)
+	if l.Concurrency > 0 {
+		s += fmt.Sprintf(". Tollgate's policy adds a limit of %d calls in flight at once", l.Concurrency)
+	}
+	return s
 }
 
 // promptTokens are the system prompt sizes drawn, uniformly, for each

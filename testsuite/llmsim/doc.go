@@ -35,7 +35,8 @@
 // Answers are deterministic: the text is derived from the prompt and the usage
 // block reports input tokens as the model counts them (ceil(Density ×
 // characters/4)) and output tokens no more than max_tokens. Sim counts what it did per model and per second (Stats,
-// Series) so that tests and benchmarks can read it.
+// Series) and the calls it holds at once (InFlight, with its peak) so that
+// tests and benchmarks can read it.
 //
 // Use it in tests through httptest:
 //

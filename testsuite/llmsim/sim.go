@@ -78,6 +78,7 @@ type Sim struct {
 	rng      *rand.Rand
 	seq      uint64
 	stats    stats
+	inFlight inFlight
 }
 
 var _ http.Handler = (*Sim)(nil)
@@ -97,6 +98,7 @@ func New(cfg Config, opts ...Option) (*Sim, error) {
 		spent:    make(map[string]int64),
 		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		stats:    newStats(),
+		inFlight: newInFlight(),
 	}
 	for _, opt := range opts {
 		opt(s)
@@ -177,6 +179,8 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		c, perr = d.parse(body)
 	}
+	leave := s.enter(c.model)
+	defer leave()
 
 	o := s.decide(d, d.apiKey(r), c, perr)
 	for k, v := range o.header {
@@ -189,12 +193,13 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("retry-after-ms", strconv.FormatInt(ceilMillis(o.err.retryAfter).Milliseconds(), 10))
 			}
 		}
+		leave()
 		d.writeError(w, o.err, o.requestID)
 		return
 	}
 	if c.stream {
 		if sd, ok := d.(streamDialect); ok {
-			s.writeStream(w, r, sd, c, o)
+			s.writeStream(w, r, sd, c, o, leave)
 			return
 		}
 	}
@@ -206,6 +211,7 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			t.Stop()
 		}
 	}
+	leave()
 	d.writeAnswer(w, c, o.answer, o.requestID, o.now)
 }
 

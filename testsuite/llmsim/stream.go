@@ -109,8 +109,9 @@ var (
 )
 
 // writeStream answers an accepted streamed call, applying its mid-stream
-// fault, if any. It returns early when the caller goes away.
-func (s *Sim) writeStream(w http.ResponseWriter, r *http.Request, d streamDialect, c call, o outcome) {
+// fault, if any. It returns early when the caller goes away. leave counts the
+// call out of InFlight just before its last event is sent.
+func (s *Sim) writeStream(w http.ResponseWriter, r *http.Request, d streamDialect, c call, o outcome, leave func()) {
 	st := streamed{call: c, answer: o.answer, requestID: o.requestID, now: o.now}
 	w.Header().Set("content-type", "text/event-stream; charset=utf-8")
 	w.Header().Set("cache-control", "no-cache")
@@ -149,6 +150,7 @@ func (s *Sim) writeStream(w http.ResponseWriter, r *http.Request, d streamDialec
 				// body's end: the client reads an unexpected EOF.
 				panic(http.ErrAbortHandler)
 			default:
+				leave()
 				send(d.streamError(f.apiError(c.model), o.requestID))
 				return
 			}
@@ -160,6 +162,7 @@ func (s *Sim) writeStream(w http.ResponseWriter, r *http.Request, d streamDialec
 			return
 		}
 	}
+	leave()
 	send(d.streamTail(st)...)
 }
 
