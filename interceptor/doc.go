@@ -13,7 +13,10 @@
 // store, and the provider's answer is classified: rate limits retry as the
 // provider said (pausing the key for every replica), spend caps fail for
 // good and close the key until its reset, and repeated rate limiting
-// escalates to a backup model.
+// escalates to a backup model. A provider limits accounts, not the tenants
+// a product splits them into: a tenant's call pauses or closes its
+// account's budget, stopping every tenant nested in it (its own budget
+// when the account has no policy).
 //
 // Workflow side: a governed activity call that fails with
 // tollgate.RateLimitEscalation is resolved by a FallbackWorkflow child that
