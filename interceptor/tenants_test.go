@@ -194,14 +194,16 @@ func TestQuietTenantIsNotStarved(t *testing.T) {
 	require.EqualValues(t, loudCalls+quietCalls, st.Accepted)
 	require.EqualValues(t, loudCalls+quietCalls, ic.Stats().Admitted)
 	// The account's budget held throughout: in every stretch of time, no
-	// more calls were granted than its bucket holds and earns meanwhile
-	// (one more for the clock read after each grant).
+	// more calls were granted than its bucket holds and earns meanwhile.
+	// A grant is seen a moment after the store made it, later on a busy
+	// machine: one call more, and what the bucket earns in 100 ms, allow
+	// for that, and an overrun of a tenth over the run still shows.
 	budget := float64(account.Effective(limit))
 	times := granted.sorted()
 	require.Len(t, times, loudCalls+quietCalls)
 	for i := range times {
 		for j := i; j < len(times); j++ {
-			most := budget + budget*times[j].Sub(times[i]).Seconds() + 1
+			most := budget + budget*(times[j].Sub(times[i]).Seconds()+0.1) + 1
 			require.LessOrEqual(t, float64(j-i+1), most, "calls granted from %s to %s", times[i].Format("05.000"), times[j].Format("05.000"))
 		}
 	}
