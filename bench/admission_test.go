@@ -5,11 +5,8 @@ package bench
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/memory"
@@ -136,39 +133,14 @@ func redisBench(b *testing.B, w work) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			before := scriptMicros(b, rdb)
+			before := redistest.ScriptMicros(b, rdb)
 			admit(b, s, w)
 			b.StopTimer()
 			// Time Redis spent running the scripts, apart from the network
 			// and the client: what a busier host cannot inflate.
-			b.ReportMetric((scriptMicros(b, rdb)-before)/float64(b.N), "server-µs/op")
+			b.ReportMetric((redistest.ScriptMicros(b, rdb)-before)/float64(b.N), "server-µs/op")
 		})
 	}
-}
-
-// scriptMicros returns the µs Redis has spent in EVALSHA and EVAL so far.
-func scriptMicros(b *testing.B, rdb *goredis.Client) float64 {
-	b.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
-			continue
-		}
-		for _, field := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
-			if v, ok := strings.CutPrefix(field, "usec="); ok {
-				us, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					b.Fatal(err)
-				}
-				total += us
-			}
-		}
-	}
-	return total
 }
 
 // BenchmarkMemoryReserve: Reserve + Settle of a fresh ticket in memory (the

@@ -3,11 +3,8 @@ package redis_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/quotatest"
@@ -56,7 +53,7 @@ func BenchmarkReserveInLine(b *testing.B) {
 			if c.place == "middle" {
 				at = n / 2
 			}
-			before := scriptMicros(b, rdb)
+			before := redistest.ScriptMicros(b, rdb)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
@@ -66,32 +63,7 @@ func BenchmarkReserveInLine(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric((scriptMicros(b, rdb)-before)/float64(b.N), "server-µs/op")
+			b.ReportMetric((redistest.ScriptMicros(b, rdb)-before)/float64(b.N), "server-µs/op")
 		})
 	}
-}
-
-// scriptMicros returns the µs Redis has spent in EVALSHA and EVAL so far.
-func scriptMicros(b *testing.B, rdb *goredis.Client) float64 {
-	b.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
-			continue
-		}
-		for _, field := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
-			if v, ok := strings.CutPrefix(field, "usec="); ok {
-				us, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					b.Fatal(err)
-				}
-				total += us
-			}
-		}
-	}
-	return total
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -338,4 +339,32 @@ func lastLines(b []byte, n int) string {
 		return "(empty log)"
 	}
 	return string(b[start:end])
+}
+
+// ScriptMicros returns the µs the Redis behind rdb has spent running
+// scripts (EVALSHA and EVAL) so far, from INFO commandstats: a benchmark
+// reads it before and after to report the server's time per operation,
+// apart from the network and the client, which a busier host inflates.
+func ScriptMicros(tb testing.TB, rdb goredis.UniversalClient) float64 {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
+			continue
+		}
+		for _, field := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
+			if v, ok := strings.CutPrefix(field, "usec="); ok {
+				us, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					tb.Fatal(err)
+				}
+				total += us
+			}
+		}
+	}
+	return total
 }
