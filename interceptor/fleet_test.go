@@ -18,9 +18,15 @@ import (
 )
 
 // burstLimit is the provider's limit in the burst tests: 5 requests a
-// second (llmsim's per-minute bucket compressed to a one-second period),
-// and Tollgate's policy says the same.
-const burstLimit = 5
+// second (llmsim's per-minute bucket compressed to a one-second period).
+// Tollgate's policy states the same limit with burstHeadroom: the slack the
+// README advises for the time between a grant and the call reaching the
+// provider, which a loaded machine stretches unevenly (a burst gathered at
+// once takes longer to dispatch its first wave than the calls after it).
+const (
+	burstLimit    = 5
+	burstHeadroom = 0.2
+)
 
 func burstSim(model string) llmsim.Config {
 	return llmsim.Config{
@@ -30,7 +36,7 @@ func burstSim(model string) llmsim.Config {
 }
 
 func burstPolicy() quota.Policy {
-	return quota.Policy{Limits: []quota.Limit{quota.Per(quota.Requests, burstLimit, time.Second)}}
+	return quota.Policy{Limits: []quota.Limit{quota.Per(quota.Requests, burstLimit, time.Second)}, Headroom: burstHeadroom}
 }
 
 // burst starts n one-turn workflows at once and waits for them all. Their
@@ -122,7 +128,7 @@ func runBurst(t *testing.T, model string, opts interceptor.Options) (e *env, r b
 	r.total, r.most = e.attempts(model, n)
 	require.EqualValues(t, n+r.stats.Queued+r.stats.Refused, r.total, "every extra attempt is one of Tollgate's refusals")
 	// While calls wait, only admitted calls hold a slot: the refill rate
-	// times the provider's latency (5/s × 50 ms), plus refusals that end
+	// times the provider's latency (4/s × 50 ms), plus refusals that end
 	// within a millisecond.
 	require.LessOrEqual(t, r.peak, int64(4), "slots held while calls waited")
 	return e, r
