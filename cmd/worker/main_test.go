@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +24,11 @@ import (
 // serve on the embedded defaults: a client runs an agent workflow through
 // it, and /metrics shows the admissions it counted.
 func TestServeOnTheEmbeddedDefaults(t *testing.T) {
-	temporalAddr, metricsAddr, uiAddr := testnet.FreeAddr(t), testnet.FreeAddr(t), testnet.FreeAddr(t)
-	env := map[string]string{"TEMPORAL_EMBEDDED_ADDRESS": temporalAddr, "METRICS_ADDR": metricsAddr, "TEMPORAL_UI_ADDRESS": uiAddr, "TASK_QUEUE": "serve-test"}
+	temporalAddr, uiAddr := testnet.FreeAddr(t), testnet.FreeAddr(t)
+	// Metrics listen on a port of the kernel's choosing, read back from the
+	// log: the embedded server binds ports of its own meanwhile, and one
+	// picked free beforehand may be one of them by the time it is used.
+	env := map[string]string{"TEMPORAL_EMBEDDED_ADDRESS": temporalAddr, "METRICS_ADDR": "127.0.0.1:0", "TEMPORAL_UI_ADDRESS": uiAddr, "TASK_QUEUE": "serve-test"}
 	ctx, cancel := context.WithCancel(context.Background())
 	var logs syncbuf.Buffer
 	exit := make(chan int, 1)
@@ -69,7 +74,9 @@ func TestServeOnTheEmbeddedDefaults(t *testing.T) {
 	require.Len(t, res.Turns, 2)
 	require.Equal(t, simPrimary, res.Turns[1].Model)
 
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	m := regexp.MustCompile(`metrics: Prometheus endpoint" url=(http://127\.0\.0\.1:[0-9]+/metrics)`).FindStringSubmatch(out)
+	require.NotNil(t, m, "the metrics URL is logged; logs:\n%s", out)
+	resp, err := http.Get(m[1])
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
@@ -82,8 +89,12 @@ func TestServeOnTheEmbeddedDefaults(t *testing.T) {
 		"the learned estimate ratio: 1 against llmsim's default density")
 	require.Contains(t, metrics, "temporal_", "the SDK's metrics share the endpoint")
 
+	// health with the worker's own configuration, its metrics port fixed
+	// as an operator's would be.
+	healthEnv := maps.Clone(env)
+	healthEnv["METRICS_ADDR"] = strings.TrimSuffix(strings.TrimPrefix(m[1], "http://"), "/metrics")
 	var healthOut, healthErr bytes.Buffer
-	require.Equal(t, 0, run(context.Background(), []string{"health"}, func(k string) string { return env[k] }, &healthOut, &healthErr),
+	require.Equal(t, 0, run(context.Background(), []string{"health"}, func(k string) string { return healthEnv[k] }, &healthOut, &healthErr),
 		"health with the worker's own configuration; stderr: %s", healthErr.String())
 	require.Contains(t, healthOut.String(), "healthy")
 }
