@@ -52,6 +52,10 @@ type Store struct {
 	clock quota.Clock
 	ps    quota.Policies
 	keys  map[quota.Key]*keyState
+	// weights holds the script's weight argument of every tenant weighed
+	// other than 1 (a policy's Weight, an account's TenantWeights),
+	// formatted once.
+	weights map[quota.Key]any
 }
 
 var _ quota.Store = (*Store)(nil)
@@ -73,22 +77,34 @@ func New(rdb Client, ps quota.Policies, opts Options) (*Store, error) {
 			Problem: "contains " + strconv.QuoteRune(rune(prefix[i])),
 			Fix:     `use letters, digits and punctuation other than braces, e.g. "tollgate"`}
 	}
-	s := &Store{rdb: rdb, clock: opts.Clock, ps: ps, keys: make(map[quota.Key]*keyState)}
+	s := &Store{rdb: rdb, clock: opts.Clock, ps: ps, keys: make(map[quota.Key]*keyState), weights: make(map[quota.Key]any)}
 	name := epochName()
 	for _, k := range ps.Keys() {
 		_, p, _ := ps.Lookup(k)
 		_, ap, nested := ps.Account(k)
 		s.keys[k] = newKeyState(prefix, k, p, ap, nested, name)
+		weighed := []quota.Key{k}
+		for tenant := range p.TenantWeights {
+			t := k
+			t.Tenant = tenant
+			weighed = append(weighed, t)
+		}
+		for _, t := range weighed {
+			if w := ps.Weight(t); t.Tenant != "" && w != 1 {
+				s.weights[t] = strconv.FormatFloat(w, 'g', -1, 64)
+			}
+		}
 	}
 	return s, nil
 }
 
-// weight is the script's weight argument for a call on k.
+// weight is the script's weight argument for a call on k: 1 unless k's
+// tenant is weighed otherwise (quota.Policies.Weight).
 func (s *Store) weight(k quota.Key) any {
-	if k.Tenant == "" {
-		return "1"
+	if w, ok := s.weights[k]; ok {
+		return w
 	}
-	return strconv.FormatFloat(s.ps.Weight(k), 'g', -1, 64)
+	return "1"
 }
 
 // Reserve implements quota.Store: one script run decides and charges.
