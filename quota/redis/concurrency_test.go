@@ -54,12 +54,7 @@ func TestReplicasNeverOverdraw(t *testing.T) {
 		t.Log("no redis-server on PATH: running against miniredis, which is not Redis")
 	}
 
-	stores := make([]*redis.Store, replicas)
-	for i := range stores {
-		s, err := redis.New(srv.Client(), ps, redis.Options{})
-		require.NoError(t, err)
-		stores[i] = s
-	}
+	stores := storesOn(t, srv, ps, replicas)
 	ctx := context.Background()
 	admin := srv.Client()
 	before, err := admin.Time(ctx).Result()

@@ -368,12 +368,7 @@ func TestReplicasNeverOverdrawAcrossLoss(t *testing.T) {
 	// stay held if those calls never come back; these all settle.
 	ps := policies(t, quota.Policy{Limits: limits, MaxWait: 20 * time.Millisecond, LeaseTTL: time.Second})
 	srv := redistest.StartServer(t)
-	stores := make([]*redis.Store, replicas)
-	for i := range stores {
-		s, err := redis.New(srv.Client(), ps, redis.Options{})
-		require.NoError(t, err)
-		stores[i] = s
-	}
+	stores := storesOn(t, srv, ps, replicas)
 	ctx := context.Background()
 	admin := srv.Client()
 	before, err := admin.Time(ctx).Result()
