@@ -224,20 +224,14 @@ func run(ctx context.Context, cfg config) error {
 	for _, s := range list {
 		simCfg.Models = append(simCfg.Models, cfg.limits.simModel("fleet-"+s.name))
 	}
-	sim, err := llmsim.New(simCfg)
+	sim, simURL, stopSim, err := serveSim(ctx, simCfg)
 	if err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	simCtx, stopSim := context.WithCancel(ctx)
 	defer stopSim()
-	go sim.Serve(simCtx, l)
 
 	b := &bench{
-		server: server, sim: sim, simURL: "http://" + l.Addr().String(), limits: cfg.limits,
+		server: server, sim: sim, simURL: simURL, limits: cfg.limits,
 		replicas: cfg.replicas, rate: cfg.rate, window: cfg.window, drain: cfg.drain, seed: cfg.seed,
 	}
 	if cfg.faults {
@@ -357,4 +351,20 @@ func writeOutputs(dir string, l limits, results []Result, panels []panel) error 
 	sub := fmt.Sprintf("limit %d requests + %d input tokens per %s (a minute compressed); provider counts %g× characters/4",
 		l.Requests, l.InputTokens, l.Period, l.Density)
 	return writeChart(filepath.Join(dir, "fleet.png"), sub, panels)
+}
+
+// serveSim starts llmsim with cfg on a free loopback port and returns it,
+// its URL and a func that stops serving it.
+func serveSim(ctx context.Context, cfg llmsim.Config) (*llmsim.Sim, string, func(), error) {
+	sim, err := llmsim.New(cfg)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	simCtx, stop := context.WithCancel(ctx)
+	go sim.Serve(simCtx, l)
+	return sim, "http://" + l.Addr().String(), stop, nil
 }

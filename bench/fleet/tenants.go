@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,19 +152,13 @@ func runTenants(ctx context.Context, cfg tenantConfig) error {
 	for _, s := range tenantSetups {
 		simCfg.Models = append(simCfg.Models, cfg.limits.simModel("fleet-"+s.name))
 	}
-	sim, err := llmsim.New(simCfg)
+	sim, simURL, stopSim, err := serveSim(ctx, simCfg)
 	if err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	simCtx, stopSim := context.WithCancel(ctx)
 	defer stopSim()
-	go sim.Serve(simCtx, l)
 
-	b := &bench{server: server, sim: sim, simURL: "http://" + l.Addr().String(), limits: cfg.limits,
+	b := &bench{server: server, sim: sim, simURL: simURL, limits: cfg.limits,
 		replicas: cfg.replicas, drain: cfg.drain, seed: cfg.seed}
 	fmt.Printf("Provider (llmsim, Anthropic Messages, one model per setup): %s.\n", cfg.limits)
 	fmt.Printf("Fleet: %d replicas per setup, Tollgate on one shared Redis, the account's policy only (both tenants weigh 1).\n", cfg.replicas)
