@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,7 +107,6 @@ type gate struct {
 	n       int64
 	arrived atomic.Int64
 	open    chan struct{}
-	opened  atomic.Bool
 }
 
 func newGate(n int) *gate { return &gate{n: int64(n), open: make(chan struct{})} }
@@ -117,7 +117,6 @@ func (g *gate) pass(ctx context.Context) {
 	case k > g.n:
 		return
 	case k == g.n:
-		g.opened.Store(true)
 		close(g.open)
 	}
 	select {
@@ -150,32 +149,43 @@ func (s *slots) endOf(t *testing.T, workflowID string, attempt int32) time.Time 
 	return v.(time.Time)
 }
 
-type slotsInbound struct {
-	sdkinterceptor.ActivityInboundInterceptorBase
-	s *slots
-}
-
+// InterceptActivity implements sdkinterceptor.WorkerInterceptor.
 func (s *slots) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
-	i := &slotsInbound{s: s}
-	i.Next = next
-	return i
+	return hook(next, s.execute)
 }
 
-func (i *slotsInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
-	if g := i.s.gate.Load(); g != nil {
+func (s *slots) execute(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput, next sdkinterceptor.ActivityInboundInterceptor) (any, error) {
+	if g := s.gate.Load(); g != nil {
 		g.pass(ctx)
 	}
-	n := i.s.now.Add(1)
+	n := s.now.Add(1)
 	for {
-		p := i.s.peak.Load()
-		if n <= p || i.s.peak.CompareAndSwap(p, n) {
+		p := s.peak.Load()
+		if n <= p || s.peak.CompareAndSwap(p, n) {
 			break
 		}
 	}
-	defer i.s.now.Add(-1)
+	defer s.now.Add(-1)
 	info := activity.GetInfo(ctx)
-	defer func() { i.s.ended.Store(attemptOf{info.WorkflowExecution.ID, info.Attempt}, time.Now()) }()
-	return i.Next.ExecuteActivity(ctx, in)
+	defer func() { s.ended.Store(attemptOf{info.WorkflowExecution.ID, info.Attempt}, time.Now()) }()
+	return next.ExecuteActivity(ctx, in)
+}
+
+// hooked is an activity inbound interceptor that runs fn, given the next
+// interceptor, for every execution: the one body a test's interceptor needs.
+type hooked struct {
+	sdkinterceptor.ActivityInboundInterceptorBase
+	fn func(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput, next sdkinterceptor.ActivityInboundInterceptor) (any, error)
+}
+
+func hook(next sdkinterceptor.ActivityInboundInterceptor, fn func(context.Context, *sdkinterceptor.ExecuteActivityInput, sdkinterceptor.ActivityInboundInterceptor) (any, error)) sdkinterceptor.ActivityInboundInterceptor {
+	h := &hooked{fn: fn}
+	h.Next = next
+	return h
+}
+
+func (h *hooked) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
+	return h.fn(ctx, in, h.Next)
 }
 
 // startWorker runs a worker with Tollgate's interceptor built from opts on
@@ -190,17 +200,37 @@ func (e *env) startWorker(opts interceptor.Options) (*interceptor.WorkerIntercep
 // the worker before the test ends (calling it again does nothing).
 func (e *env) startStoppableWorker(opts interceptor.Options) (*interceptor.WorkerInterceptor, *slots, func()) {
 	e.t.Helper()
+	return e.startWorkerWith(opts, workerSetup{})
+}
+
+// workerSetup is what startWorkerWith adds to a test's worker.
+type workerSetup struct {
+	// options are the worker's options; their Interceptors are replaced.
+	options worker.Options
+	// outer interceptors run outside the slots counter, inner ones inside
+	// Tollgate's (they see granted attempts only).
+	outer, inner []sdkinterceptor.WorkerInterceptor
+	// workflows are registered beside the agent workflows.
+	workflows []any
+}
+
+// startWorkerWith is startStoppableWorker with what ws adds.
+func (e *env) startWorkerWith(opts interceptor.Options, ws workerSetup) (*interceptor.WorkerInterceptor, *slots, func()) {
+	e.t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	ic, err := interceptor.New(opts)
 	require.NoError(e.t, err)
 	sl := &slots{}
-	w := worker.New(e.client, e.taskQueue, worker.Options{
-		Interceptors: []sdkinterceptor.WorkerInterceptor{sl, ic},
-	})
+	wo := ws.options
+	wo.Interceptors = slices.Concat(ws.outer, []sdkinterceptor.WorkerInterceptor{sl, ic}, ws.inner)
+	w := worker.New(e.client, e.taskQueue, wo)
 	activities.Register(w, e.activities())
 	workflows.Register(w)
+	for _, wf := range ws.workflows {
+		w.RegisterWorkflow(wf)
+	}
 	require.NoError(e.t, w.Start())
 	stop := sync.OnceFunc(w.Stop)
 	e.t.Cleanup(stop)

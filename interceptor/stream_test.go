@@ -2,8 +2,6 @@ package interceptor_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -11,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
-	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -40,21 +37,7 @@ func streamWorkflow(ctx workflow.Context, req activities.Request, heartbeat time
 // and the given worker options.
 func (e *env) startStreamWorker(opts interceptor.Options, wo worker.Options) (*interceptor.WorkerInterceptor, *slots, func()) {
 	e.t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	ic, err := interceptor.New(opts)
-	require.NoError(e.t, err)
-	sl := &slots{}
-	wo.Interceptors = []sdkinterceptor.WorkerInterceptor{sl, ic}
-	w := worker.New(e.client, e.taskQueue, wo)
-	activities.Register(w, e.activities())
-	workflows.Register(w)
-	w.RegisterWorkflow(streamWorkflow)
-	require.NoError(e.t, w.Start())
-	stop := sync.OnceFunc(w.Stop)
-	e.t.Cleanup(stop)
-	return ic, sl, stop
+	return e.startWorkerWith(opts, workerSetup{options: wo, workflows: []any{streamWorkflow}})
 }
 
 // runStream starts streamWorkflow with id.

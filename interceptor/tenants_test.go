@@ -3,8 +3,6 @@ package interceptor_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -18,7 +16,6 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/activities"
@@ -27,7 +24,6 @@ import (
 	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
 	"github.com/tollgate/tollgate/testsuite/redistest"
-	"github.com/tollgate/tollgate/workflows"
 )
 
 func tenantKey(model, tenant string) quota.Key {
@@ -132,7 +128,7 @@ func TestQuietTenantIsNotStarved(t *testing.T) {
 	require.NoError(t, err)
 	granted := &grantClock{}
 	held := &holdBack{prefix: "quiet-", release: make(chan struct{})}
-	ic, sl := e.startWorkerAround(interceptor.Options{Store: store}, []sdkinterceptor.WorkerInterceptor{held}, granted)
+	ic, sl, _ := e.startWorkerWith(interceptor.Options{Store: store}, workerSetup{outer: []sdkinterceptor.WorkerInterceptor{held}, inner: []sdkinterceptor.WorkerInterceptor{granted}})
 
 	// loud's burst reaches the store at once, however slowly this machine
 	// starts workflows; quiet's calls are held back until it has, then
@@ -217,23 +213,17 @@ type grantClock struct {
 	times []time.Time
 }
 
+// InterceptActivity implements sdkinterceptor.WorkerInterceptor.
 func (g *grantClock) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
-	i := &grantClockInbound{g: g}
-	i.Next = next
-	return i
+	return hook(next, g.execute)
 }
 
-type grantClockInbound struct {
-	sdkinterceptor.ActivityInboundInterceptorBase
-	g *grantClock
-}
-
-func (i *grantClockInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
+func (g *grantClock) execute(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput, next sdkinterceptor.ActivityInboundInterceptor) (any, error) {
 	now := time.Now()
-	i.g.mu.Lock()
-	i.g.times = append(i.g.times, now)
-	i.g.mu.Unlock()
-	return i.Next.ExecuteActivity(ctx, in)
+	g.mu.Lock()
+	g.times = append(g.times, now)
+	g.mu.Unlock()
+	return next.ExecuteActivity(ctx, in)
 }
 
 func (g *grantClock) sorted() []time.Time {
@@ -254,47 +244,21 @@ type holdBack struct {
 	release chan struct{}
 }
 
+// InterceptActivity implements sdkinterceptor.WorkerInterceptor.
 func (h *holdBack) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
-	i := &holdBackInbound{h: h}
-	i.Next = next
-	return i
+	return hook(next, h.execute)
 }
 
-type holdBackInbound struct {
-	sdkinterceptor.ActivityInboundInterceptorBase
-	h *holdBack
-}
-
-func (i *holdBackInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
+func (h *holdBack) execute(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput, next sdkinterceptor.ActivityInboundInterceptor) (any, error) {
 	info := activity.GetInfo(ctx)
-	if info.Attempt == 1 && strings.HasPrefix(info.WorkflowExecution.ID, i.h.prefix) {
-		i.h.arrived.Add(1)
+	if info.Attempt == 1 && strings.HasPrefix(info.WorkflowExecution.ID, h.prefix) {
+		h.arrived.Add(1)
 		select {
-		case <-i.h.release:
+		case <-h.release:
 		case <-ctx.Done():
 		}
 	}
-	return i.Next.ExecuteActivity(ctx, in)
-}
-
-// startWorkerAround is startWorker with outer interceptors placed outside
-// the slots counter and inner ones inside Tollgate's.
-func (e *env) startWorkerAround(opts interceptor.Options, outer []sdkinterceptor.WorkerInterceptor, inner ...sdkinterceptor.WorkerInterceptor) (*interceptor.WorkerInterceptor, *slots) {
-	e.t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	ic, err := interceptor.New(opts)
-	require.NoError(e.t, err)
-	sl := &slots{}
-	w := worker.New(e.client, e.taskQueue, worker.Options{
-		Interceptors: slices.Concat(outer, []sdkinterceptor.WorkerInterceptor{sl, ic}, inner),
-	})
-	activities.Register(w, e.activities())
-	workflows.Register(w)
-	require.NoError(e.t, w.Start())
-	e.t.Cleanup(w.Stop)
-	return ic, sl
+	return next.ExecuteActivity(ctx, in)
 }
 
 // completions reads when each of n one-call workflows' activity completed,
