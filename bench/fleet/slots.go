@@ -63,24 +63,35 @@ func (s *slots) end(ok bool) {
 
 // InterceptActivity implements interceptor.WorkerInterceptor.
 func (s *slots) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	i := &slotsInbound{s: s}
-	i.Next = next
-	return i
+	return hook(next, s.execute)
 }
 
-type slotsInbound struct {
-	interceptor.ActivityInboundInterceptorBase
-	s *slots
-}
-
-func (i *slotsInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+func (s *slots) execute(ctx context.Context, in *interceptor.ExecuteActivityInput, next interceptor.ActivityInboundInterceptor) (any, error) {
 	if activity.GetInfo(ctx).IsLocalActivity {
-		return i.Next.ExecuteActivity(ctx, in)
+		return next.ExecuteActivity(ctx, in)
 	}
-	i.s.begin()
+	s.begin()
 	ok := false
-	defer func() { i.s.end(ok) }()
-	res, err := i.Next.ExecuteActivity(ctx, in)
+	defer func() { s.end(ok) }()
+	res, err := next.ExecuteActivity(ctx, in)
 	ok = err == nil
 	return res, err
+}
+
+// hooked is an activity inbound interceptor that runs fn, given the next
+// interceptor, for every execution: the one body the bench's interceptors
+// need.
+type hooked struct {
+	interceptor.ActivityInboundInterceptorBase
+	fn func(ctx context.Context, in *interceptor.ExecuteActivityInput, next interceptor.ActivityInboundInterceptor) (any, error)
+}
+
+func hook(next interceptor.ActivityInboundInterceptor, fn func(context.Context, *interceptor.ExecuteActivityInput, interceptor.ActivityInboundInterceptor) (any, error)) interceptor.ActivityInboundInterceptor {
+	h := &hooked{fn: fn}
+	h.Next = next
+	return h
+}
+
+func (h *hooked) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	return h.fn(ctx, in, h.Next)
 }

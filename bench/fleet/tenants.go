@@ -321,29 +321,22 @@ func newCallClock(gated string, n int) *callClock {
 
 // InterceptActivity implements sdkinterceptor.WorkerInterceptor.
 func (c *callClock) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
-	i := &callClockInbound{c: c}
-	i.Next = next
-	return i
+	return hook(next, c.execute)
 }
 
-type callClockInbound struct {
-	sdkinterceptor.ActivityInboundInterceptorBase
-	c *callClock
-}
-
-func (i *callClockInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
+func (c *callClock) execute(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput, next sdkinterceptor.ActivityInboundInterceptor) (any, error) {
 	info := activity.GetInfo(ctx)
 	id := info.WorkflowExecution.ID
 	if info.Attempt == 1 {
-		if strings.HasPrefix(id, i.c.gated) {
-			i.c.pass(ctx)
+		if strings.HasPrefix(id, c.gated) {
+			c.pass(ctx)
 		}
-		i.c.arrivedAt.LoadOrStore(id, time.Now())
+		c.arrivedAt.LoadOrStore(id, time.Now())
 	}
 	begin := time.Now()
-	res, err := i.Next.ExecuteActivity(ctx, in)
+	res, err := next.ExecuteActivity(ctx, in)
 	if err == nil {
-		i.c.admittedAt.Store(id, begin)
+		c.admittedAt.Store(id, begin)
 	}
 	return res, err
 }
