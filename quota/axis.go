@@ -105,6 +105,14 @@ type Limit struct {
 	// Period is the time a Bucket takes to refill from empty to Capacity.
 	// Unused for the other kinds.
 	Period time.Duration
+	// Burst is, for a Bucket, how much of the limit may start at once, as
+	// the time the limit takes to earn it: a Burst of 1s on 600 requests
+	// per minute lets 10 calls start together, and the rest follow at the
+	// limit's rate (see BurstTime, and burst.go for why). A burst is never
+	// less than one call: a call larger than it starts alone. Zero means
+	// Period/DefaultBurstShare (1s of a per-minute limit); Period lets the
+	// whole limit start at once. Unused for the other kinds.
+	Burst time.Duration
 	// Location is the time zone whose midnight resets a DailyWindow; nil
 	// means UTC. Unused for the other kinds.
 	Location *time.Location
@@ -172,6 +180,9 @@ func (l Limit) Zone() *time.Location {
 func (l Limit) String() string {
 	switch l.Axis.Kind() {
 	case Bucket:
+		if l.Burst > 0 {
+			return fmt.Sprintf("%d %s/%s (burst %s)", l.Capacity, l.Axis, l.Period, l.Burst)
+		}
 		return fmt.Sprintf("%d %s/%s", l.Capacity, l.Axis, l.Period)
 	case DailyWindow:
 		return fmt.Sprintf("%d %s (%s)", l.Capacity, l.Axis, l.Zone())
@@ -208,6 +219,14 @@ func (l Limit) Validate() error {
 			return invalid("limit."+l.Axis.String()+".period", l.Period.String(),
 				"is shorter than a millisecond", "use a period of at least a millisecond, e.g. 1s with the capacity scaled to it")
 		}
+		if l.Burst < 0 || l.Burst > l.Period {
+			return invalid("limit."+l.Axis.String()+".burst", l.Burst.String(),
+				"is not within the limit's period ("+l.Period.String()+")",
+				"use a duration such as 1s (one second's worth of the limit at once), the period to let the whole limit go at once, or 0 for the default")
+		}
+	} else if l.Burst != 0 {
+		return invalid("limit."+l.Axis.String()+".burst", l.Burst.String(),
+			"is set on a limit that does not refill", "set burst only on per-minute (or per-period) limits")
 	}
 	return nil
 }

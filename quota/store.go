@@ -318,6 +318,15 @@ type Decision struct {
 	// first.
 	Lease       bool
 	LeaseExpiry time.Time
+	// Start is, for Granted, how long the call should wait before it
+	// reaches the provider, on the store's clock: the time until the start
+	// gate of every bucket axis (see Limit.Burst) holds it, so that calls
+	// granted together start no closer than the limits' bursts and rates
+	// space them. The gate is charged at the grant, as of that start; a
+	// caller that cannot wait that long in process comes back under the
+	// same ticket shortly before it (the grant stays its own, and a
+	// Reserve again answers the Start left). Zero to start at once.
+	Start time.Duration
 	// GrantLeft is, for Granted, how long the grant (its ticket, and its
 	// lease with Lease) lives unless renewed or settled, on the store's
 	// clock: renew it well within that (see Store.Renew).
@@ -370,6 +379,10 @@ type Snapshot struct {
 	// InputTokens and Tokens axes. A tenant nested in its account's budget
 	// reports the account's, which its calls are charged at.
 	EstimateRatio float64
+	// Margin is what the key has learned of its provider's limiter (see
+	// Margin): NoMargin before any lesson. A tenant nested in its
+	// account's budget reports the account's.
+	Margin Margin
 	// Line is what waits in the line for capacity, per tenant, sorted by
 	// Tenant: for an account's budget, every tenant's tickets (the
 	// untenanted ones under ""); for a tenant's own budget nested in its
@@ -392,6 +405,9 @@ type AxisLevel struct {
 	Axis Axis
 	// Capacity is the effective capacity (after headroom and adoption).
 	Capacity int64
+	// Burst is, for a bucket, how much of it may start at once: its start
+	// gate's capacity, after the learned margin (see Limit.Burst).
+	Burst float64
 	// Available is what could be charged now: a bucket's level (negative
 	// while queued reservations are outstanding), a window's remainder, or
 	// free concurrency slots.

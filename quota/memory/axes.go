@@ -18,16 +18,30 @@ const maxCapacity = 1 << 50
 // may fall below zero: that debt is capacity promised to queued tickets.
 type bucket struct {
 	axis     quota.Axis
+	limit    quota.Limit
 	period   time.Duration
 	capacity int64   // effective capacity, the limiter's burst
-	rate     float64 // units per second, the limiter's limit
+	rate     float64 // units per second, the limiter's limit (after the margin)
 	lim      *rate.Limiter
+	// gate is the bucket's start gate (see quota's burst.go).
+	gate gate
 }
 
-func newBucket(axis quota.Axis, period time.Duration, capacity int64) bucket {
-	r := float64(capacity) / period.Seconds()
-	return bucket{axis: axis, period: period, capacity: capacity, rate: r,
+func newBucket(l quota.Limit, capacity int64) bucket {
+	r := float64(capacity) / l.Period.Seconds()
+	return bucket{axis: l.Axis, limit: l, period: l.Period, capacity: capacity, rate: r,
 		lim: rate.NewLimiter(rate.Limit(r), int(capacity))}
+}
+
+// setRate makes the bucket refill at its capacity per period times the
+// margin's rate, from now.
+func (b *bucket) setRate(now time.Time, m quota.Margin) {
+	r := float64(b.capacity) / b.period.Seconds() * m.OrNone().Rate
+	if r == b.rate {
+		return
+	}
+	b.rate = r
+	b.lim.SetLimitAt(now, rate.Limit(r))
 }
 
 // level is the bucket's level at now, refilled lazily and capped at capacity.
@@ -64,12 +78,12 @@ func (b *bucket) lower(now time.Time, limit int64) {
 
 // resize makes capacity the bucket's effective capacity (and so its refill
 // rate capacity per period), capping the level at it.
-func (b *bucket) resize(now time.Time, capacity int64) {
+func (b *bucket) resize(now time.Time, capacity int64, m quota.Margin) {
 	if capacity == b.capacity {
 		return
 	}
 	b.capacity = capacity
-	b.rate = float64(capacity) / b.period.Seconds()
+	b.rate = float64(capacity) / b.period.Seconds() * m.OrNone().Rate
 	b.lim.SetLimitAt(now, rate.Limit(b.rate))
 	b.lim.SetBurstAt(now, int(capacity)) // every later read caps the level at it
 }

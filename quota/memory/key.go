@@ -31,6 +31,10 @@ type keyState struct {
 	// ratio is the budget's learned estimate ratio (quota.Calibration),
 	// learned and applied at a tree's root only.
 	ratio quota.Ratio
+	// margin is what the budget learned of its provider's limiter
+	// (quota.Margin), learned and applied at a tree's root only, as are
+	// its buckets' start gates: a provider meters the account.
+	margin quota.Margin
 }
 
 func newKeyState(k quota.Key, p quota.Policy) *keyState {
@@ -43,7 +47,7 @@ func newKeyState(k quota.Key, p quota.Policy) *keyState {
 		capacity := p.Effective(l.Capacity)
 		switch a.Kind() {
 		case quota.Bucket:
-			ks.buckets = append(ks.buckets, newBucket(a, l.Period, capacity))
+			ks.buckets = append(ks.buckets, newBucket(l, capacity))
 		case quota.DailyWindow:
 			ks.windows = append(ks.windows, window{axis: a, zone: l.Zone(), capacity: capacity})
 		case quota.Leases:
@@ -224,7 +228,7 @@ func (ks *keyState) observe(now time.Time, obs []quota.Observation) {
 					continue
 				}
 				if eff, ok := adoptable(ks.policy, o.Limit); ok {
-					b.resize(now, eff)
+					b.resize(now, eff, ks.margin)
 				}
 				if o.Remaining >= 0 {
 					b.lower(now, o.Remaining)
@@ -257,7 +261,8 @@ func (ks *keyState) snapshot(now time.Time) quota.Snapshot {
 		case quota.Bucket:
 			for i := range ks.buckets {
 				if b := &ks.buckets[i]; b.axis == a {
-					s.Axes = append(s.Axes, quota.AxisLevel{Axis: a, Capacity: b.capacity, Available: b.level(now)})
+					burst, _ := b.limit.Gate(b.capacity, ks.margin)
+					s.Axes = append(s.Axes, quota.AxisLevel{Axis: a, Capacity: b.capacity, Burst: burst, Available: b.level(now)})
 				}
 			}
 		case quota.DailyWindow:

@@ -123,6 +123,7 @@ func (s *Store) Settle(_ context.Context, st quota.Settlement) error {
 	}
 	sc.root.observe(now, st.Observed)
 	sc.root.learn(now, st)
+	sc.root.gain(now, st)
 	if !settled {
 		return fmt.Errorf("%w: %s ticket %q is not granted (never reserved, still queued, settled already or expired); settle only after Reserve granted it",
 			quota.ErrUnknownTicket, st.Key, st.Ticket)
@@ -186,6 +187,9 @@ func (s *Store) Pause(_ context.Context, key quota.Key, d time.Duration, reason 
 	tr := sc.root.tree
 	now := tr.lock(s.clock)
 	defer tr.mu.Unlock()
+	if d > 0 {
+		sc.root.lesson(now, reason)
+	}
 	sc.target().pause(now, d, reason)
 	return nil
 }
@@ -224,6 +228,7 @@ func (s *Store) Snapshot(_ context.Context, key quota.Key) (quota.Snapshot, erro
 	tr.sweep(now)
 	snap := sc.target().snapshot(now)
 	snap.EstimateRatio = sc.root.estimateRatio(now)
+	snap.Margin = sc.root.margin.OrNone()
 	snap.Line = tr.tenants(sc.tenant, sc.own == nil)
 	return snap, nil
 }

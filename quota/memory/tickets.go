@@ -40,6 +40,9 @@ type ticket struct {
 	// maturity is when a queued ticket may be granted, as it was first
 	// told: one in line may have to wait longer (see line.go).
 	maturity time.Time
+	// start is when a granted ticket's call may start (see
+	// quota.Decision.Start).
+	start time.Time
 	// inLine: the ticket waits in the tree's line, at (tag, seq).
 	inLine bool
 	tag    float64

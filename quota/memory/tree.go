@@ -301,15 +301,18 @@ func (tr *tree) admit(now time.Time, sc scope, slot int32, r quota.Reservation) 
 			leased = true
 		}
 	}
-	tr.tickets.setExpiry(slot, now.Add(sc.leaseTTLFor(r.LeaseTTL)))
 	t := &tr.tickets.slab[slot]
 	t.state = granted
 	t.leased = leased
+	t.start = now.Add(sc.root.start(now, t.charged))
+	// The grant lives its TTL from its start: a call paced to start later
+	// holds it while it waits.
+	tr.tickets.setExpiry(slot, t.start.Add(sc.leaseTTLFor(r.LeaseTTL)))
 	return grant(now, t)
 }
 
 func grant(now time.Time, t *ticket) quota.Decision {
-	d := quota.Decision{Outcome: quota.Granted, Charged: t.charged, GrantLeft: t.expiry.Sub(now)}
+	d := quota.Decision{Outcome: quota.Granted, Charged: t.charged, GrantLeft: t.expiry.Sub(now), Start: max(t.start.Sub(now), 0)}
 	if t.leased {
 		d.Lease, d.LeaseExpiry = true, t.expiry
 	}
@@ -380,7 +383,11 @@ func (tr *tree) cancel(now time.Time, sc scope, k quota.Key, id string) error {
 	if err != nil || !ok {
 		return err
 	}
-	tr.correct(now, &tr.tickets.slab[slot], quota.Cost{})
+	t := &tr.tickets.slab[slot]
+	if t.state == granted {
+		tr.root.unstart(now, t.charged) // a call given up never reached the provider
+	}
+	tr.correct(now, t, quota.Cost{})
 	tr.forget(slot)
 	return nil
 }

@@ -57,7 +57,7 @@ func testRenew(t *testing.T, s suite) {
 	require.ErrorIs(t, err, quota.ErrUnknownTicket, "c is queued, not granted")
 
 	// A caller may ask for a shorter TTL than the policy's, not a longer.
-	f := s.setup(t, "renew-ttl", quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 60)}, LeaseTTL: 10 * time.Second})
+	f := s.setup(t, "renew-ttl", quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 60).WithBurst(time.Minute)}, LeaseTTL: 10 * time.Second})
 	d, err = f.store.Reserve(f.ctx, quota.Reservation{Key: f.key, Ticket: "a", Cost: reqs(1), LeaseTTL: 2 * time.Second})
 	require.NoError(t, err)
 	requireDecision(t, granted, d, "a")

@@ -76,6 +76,9 @@ func Run(t *testing.T, newStore Factory) {
 		{"fair_share", testFairShare},
 		{"fair_weights", testFairWeights},
 		{"fair_single_tenant", testFairSingleTenant},
+		{"burst", testBurst},
+		{"start_after_slot", testStartAfterSlot},
+		{"margin", testMargin},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, s) })
 	}

@@ -193,7 +193,7 @@ func testNestedPause(t *testing.T, s suite) {
 // reserved under.
 func testNestedSettle(t *testing.T, s suite) {
 	e := s.setupTenants(t, "nested-settle", &quota.Policy{
-		Limits:   []quota.Limit{quota.PerMinute(tk, 6000), quota.PerDay(tk, 100000, nil)},
+		Limits:   []quota.Limit{quota.PerMinute(tk, 6000).WithBurst(time.Minute), quota.PerDay(tk, 100000, nil)},
 		LeaseTTL: 10 * time.Second,
 	}, map[string]quota.Policy{"a": {Limits: []quota.Limit{quota.PerMinute(tk, 3000), quota.PerDay(tk, 10000, nil)}}})
 	a := e.on("a")

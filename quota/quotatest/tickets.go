@@ -165,7 +165,7 @@ func testSettleAcrossMidnight(t *testing.T, s suite) {
 // (capped at capacity), releases its lease and forgets it.
 func testCancel(t *testing.T, s suite) {
 	e := s.setup(t, "cancel", quota.Policy{
-		Limits:   []quota.Limit{quota.Per(rq, 1, time.Second), quota.PerDay(rq, 10, nil), quota.Concurrent(1)},
+		Limits:   []quota.Limit{quota.Per(rq, 1, time.Second).WithBurst(time.Second), quota.PerDay(rq, 10, nil), quota.Concurrent(1)},
 		LeaseTTL: time.Minute,
 	})
 	e.expect(leased(start().Add(time.Minute)), "a", reqs(1))

@@ -1,0 +1,128 @@
+package memory
+
+import (
+	"math"
+	"time"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+// gate is a bucket's start gate (see quota's burst.go): a level charged
+// when a call is granted, as of the time the call starts, holding at most
+// the bucket's burst and refilled at its rate. It may run below zero: a
+// call larger than the burst starts when the gate is full, and the calls
+// after it wait for the debt. The zero gate is full.
+type gate struct {
+	level float64
+	at    time.Time // when level was computed; zero: full
+}
+
+// levelAt is the gate's level at now, for a burst refilled at rate.
+func (g *gate) levelAt(now time.Time, burst, rate float64) float64 {
+	if g.at.IsZero() {
+		return burst
+	}
+	l := g.level
+	if dt := now.Sub(g.at); dt > 0 {
+		l += dt.Seconds() * rate
+	}
+	return math.Min(l, burst)
+}
+
+// startIn returns how long until a call costing n may start through the
+// gate: until its level holds n, or the whole burst for a call larger. A
+// gate charged as of a later start than now is read as of that start.
+func (g *gate) startIn(now time.Time, n, burst, rate float64) time.Duration {
+	from := now
+	if g.at.After(now) {
+		from = g.at
+	}
+	need := math.Min(n, burst)
+	wait := from.Sub(now)
+	if deficit := need - g.levelAt(from, burst, rate); deficit > 1e-9*math.Max(1, need) {
+		wait += time.Duration(math.Ceil(deficit / rate * float64(time.Second)))
+	}
+	return wait
+}
+
+// take charges n as of at, the time the call starts: a gate read before
+// then reads its level as of at, refilling nothing until then.
+func (g *gate) take(at time.Time, n, burst, rate float64) {
+	if at.Before(g.at) {
+		at = g.at
+	}
+	g.level, g.at = g.levelAt(at, burst, rate)-n, at
+}
+
+// start charges cost to the start gates of the budget's buckets and
+// returns how long until the call may start: the longest any gate needs
+// to hold its share. ks is a tree's root.
+func (ks *keyState) start(now time.Time, cost quota.Cost) time.Duration {
+	var wait time.Duration
+	for i := range ks.buckets {
+		b := &ks.buckets[i]
+		n := float64(cost.On(b.axis))
+		if n <= 0 {
+			continue
+		}
+		burst, rate := b.limit.Gate(b.capacity, ks.margin)
+		wait = max(wait, b.gate.startIn(now, n, burst, rate))
+	}
+	at := now.Add(wait)
+	for i := range ks.buckets {
+		b := &ks.buckets[i]
+		if n := float64(cost.On(b.axis)); n > 0 {
+			burst, rate := b.limit.Gate(b.capacity, ks.margin)
+			b.gate.take(at, n, burst, rate)
+		}
+	}
+	return wait
+}
+
+// unstart gives cost back to the start gates of the budget's buckets, for
+// a grant given up before its call started. ks is a tree's root.
+func (ks *keyState) unstart(now time.Time, cost quota.Cost) {
+	for i := range ks.buckets {
+		b := &ks.buckets[i]
+		if n := float64(cost.On(b.axis)); n > 0 {
+			burst, rate := b.limit.Gate(b.capacity, ks.margin)
+			b.gate.take(now, -n, burst, rate)
+		}
+	}
+}
+
+// setMargin makes m the budget's margin from now: every bucket refills at
+// its rate times m's, and every gate keeps the level it has.
+func (ks *keyState) setMargin(now time.Time, m quota.Margin) {
+	old := ks.margin
+	if m == old {
+		return
+	}
+	for i := range ks.buckets {
+		b := &ks.buckets[i]
+		burst, rate := b.limit.Gate(b.capacity, old)
+		b.gate.level, b.gate.at = b.gate.levelAt(now, burst, rate), now
+		b.setRate(now, m)
+	}
+	ks.margin = m
+}
+
+// lesson teaches the budget a provider's rate limit on a call it granted,
+// pausing reason for d from now: the margin is cut unless a pause is in
+// force already (the 429s of one burst are one lesson). ks is a tree's
+// root.
+func (ks *keyState) lesson(now time.Time, reason string) {
+	if reason != quota.RateLimitedPause || ks.paused(now) {
+		return
+	}
+	ks.setMargin(now, ks.margin.Cut())
+}
+
+// gain credits the budget with a call that went well: its settlement
+// counted the provider's usage. ks is a tree's root.
+func (ks *keyState) gain(now time.Time, st quota.Settlement) {
+	if !st.Counted || ks.margin == (quota.Margin{}) || ks.margin == quota.NoMargin {
+		return
+	}
+	ks.setMargin(now, ks.margin.Gain())
+}
