@@ -86,6 +86,22 @@ type Model struct {
 	// second). Reset headers and retry-after follow it. RequestsPerDay is
 	// not affected.
 	Period time.Duration `json:"period" yaml:"period"`
+	// Window is the shorter period over which the provider also enforces
+	// each per-minute limit, as OpenAI and Anthropic document ("may be
+	// enforced over shorter periods": 60 RPM as 1 request a second) and
+	// Azure OpenAI does over 1 s or 10 s. Each of the requests, tokens,
+	// input-token and output-token limits is then kept by two buckets that
+	// must both admit a call: the period bucket (the whole limit, as without
+	// a window) and a window bucket holding limit × Window/Period, refilled
+	// continuously at limit/Period. A window bucket admits any call once it
+	// holds min(cost, its capacity), a request costing 1, and may go into
+	// debt, so a call larger than the window's share is served from a full
+	// window and the next waits until the debt is repaid: the long-run rate
+	// is the limit. Retry-after follows whichever bucket waits longer; the
+	// rate-limit headers report the period buckets, as providers do. Zero
+	// means Period: one bucket holding the whole limit. Not negative, not
+	// longer than Period (whose zero is one minute).
+	Window time.Duration `json:"window" yaml:"window"`
 }
 
 // Account is an API key and the account it authenticates as.
@@ -186,6 +202,15 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// period is the time the per-minute limits refill over: Period, or one
+// minute when it is zero.
+func (m Model) period() time.Duration {
+	if m.Period == 0 {
+		return time.Minute
+	}
+	return m.Period
+}
+
 // MaxDensity is the largest Model.Density accepted.
 const MaxDensity = 8
 
@@ -241,6 +266,13 @@ func (m Model) validate(f string) error {
 	}
 	if m.Period < 0 {
 		return configErr(f+".period", m.Period.String(), "is negative", "use 0 for one minute or a positive duration such as 1s")
+	}
+	if m.Window < 0 {
+		return configErr(f+".window", m.Window.String(), "is negative", "use 0 to enforce each limit over its whole period, or a positive duration such as 1s")
+	}
+	if m.Window > m.period() {
+		return configErr(f+".window", m.Window.String(), "is longer than the period ("+m.period().String()+")",
+			"use a window no longer than the period, e.g. 1s to enforce a per-minute limit per second, or 0 for the whole period")
 	}
 	if d := m.Density; math.IsNaN(d) || d < 0 || d > MaxDensity {
 		return configErr(f+".density", strconv.FormatFloat(d, 'g', -1, 64), "is out of range",

@@ -20,6 +20,13 @@
 //   - time compression: Model.Period refills the per-minute limits over a
 //     shorter window (1s for a benchmark), with reset headers to match and
 //     retry-after-ms next to the whole-second retry-after;
+//   - short enforcement windows: with Model.Window, each per-minute limit is
+//     also enforced over a fraction of its period, as providers say they may
+//     (OpenAI and Anthropic: 60 RPM as 1 request a second; Azure OpenAI over
+//     1 s or 10 s): a second, continuously refilling bucket holding
+//     limit × Window/Period must admit the call too, a call larger than that
+//     share is served from a full window and repaid before the next, and
+//     the headers still report the per-minute bucket;
 //   - a spend cap per account: once an account has used its tokens, every call
 //     gets the provider's spend-cap error, with no retry-after;
 //   - overload (Anthropic 529, OpenAI and Gemini 503) with a probability,

@@ -21,22 +21,48 @@ const (
 )
 
 // limiter holds one account's limits on one model. A nil field is unlimited.
+// requests, tokens, input and output are the period buckets, each holding a
+// whole per-minute limit: the rate-limit headers report them. When the model
+// has a Window shorter than its Period, windows holds the same four limits
+// enforced over the window (nil entries otherwise), and a call must fit both.
 type limiter struct {
 	requests, tokens, input, output *bucket
+	windows                         [4]*bucket // requests, tokens, input, output
 	daily                           *dailyWindow
 }
 
 func newLimiter(m Model, now time.Time) *limiter {
-	period := m.Period
-	if period == 0 {
-		period = time.Minute
-	}
+	period := m.period()
 	return &limiter{
 		requests: newBucket(m.RequestsPerMinute, period, now),
 		tokens:   newBucket(m.TokensPerMinute, period, now),
 		input:    newBucket(m.InputTokensPerMinute, period, now),
 		output:   newBucket(m.OutputTokensPerMinute, period, now),
-		daily:    newDailyWindow(m.RequestsPerDay, dayZone(m.Provider), now),
+		windows: [4]*bucket{
+			newWindowBucket(m.RequestsPerMinute, m.Window, period, now),
+			newWindowBucket(m.TokensPerMinute, m.Window, period, now),
+			newWindowBucket(m.InputTokensPerMinute, m.Window, period, now),
+			newWindowBucket(m.OutputTokensPerMinute, m.Window, period, now),
+		},
+		daily: newDailyWindow(m.RequestsPerDay, dayZone(m.Provider), now),
+	}
+}
+
+// rated is one rate axis of a limiter and what a call charges it.
+type rated struct {
+	name           string
+	period, window *bucket // window is nil when the period enforces alone
+	n              int64
+}
+
+// axes pairs each rate axis's buckets with c's charge on it, in the order
+// requests, tokens, input tokens, output tokens.
+func (l *limiter) axes(c cost) [4]rated {
+	return [...]rated{
+		{axisRequests, l.requests, l.windows[0], c.requests},
+		{axisTokens, l.tokens, l.windows[1], c.tokens},
+		{axisInputTokens, l.input, l.windows[2], c.input},
+		{axisOutputTokens, l.output, l.windows[3], c.output},
 	}
 }
 
@@ -74,9 +100,11 @@ type refusal struct {
 
 // refill brings every bucket up to now.
 func (l *limiter) refill(now time.Time) {
-	for _, b := range [...]*bucket{l.requests, l.tokens, l.input, l.output} {
-		if b != nil {
-			b.refill(now)
+	for _, a := range l.axes(cost{}) {
+		for _, b := range [...]*bucket{a.period, a.window} {
+			if b != nil {
+				b.refill(now)
+			}
 		}
 	}
 	if l.daily != nil {
@@ -85,7 +113,9 @@ func (l *limiter) refill(now time.Time) {
 }
 
 // admit charges c on every axis if it fits on all of them, or charges nothing
-// and says why not.
+// and says why not. On each axis both the period bucket and the window bucket
+// must admit the call; the wait reported is the longer of theirs, and the
+// limit the period's (the per-minute limit providers name in their errors).
 func (l *limiter) admit(c cost, now time.Time) *refusal {
 	l.refill(now)
 	var worst *refusal
@@ -98,19 +128,18 @@ func (l *limiter) admit(c cost, now time.Time) *refusal {
 			worst = &r
 		}
 	}
-	for _, a := range [...]struct {
-		name string
-		b    *bucket
-		n    int64
-	}{
-		{axisRequests, l.requests, c.requests}, {axisTokens, l.tokens, c.tokens},
-		{axisInputTokens, l.input, c.input}, {axisOutputTokens, l.output, c.output},
-	} {
-		if a.b == nil {
+	axes := l.axes(c)
+	for _, a := range axes {
+		if a.period == nil {
 			continue
 		}
-		if w, ok := a.b.wait(float64(a.n)); !ok || w > 0 {
-			consider(refusal{axis: a.name, limit: int64(a.b.capacity), requested: a.n, wait: w, never: !ok})
+		w, ok := a.period.wait(float64(a.n))
+		if ok && a.window != nil {
+			ww, _ := a.window.wait(float64(a.n)) // a window bucket always can, in time
+			w = max(w, ww)
+		}
+		if !ok || w > 0 {
+			consider(refusal{axis: a.name, limit: int64(a.period.capacity), requested: a.n, wait: w, never: !ok})
 		}
 	}
 	if l.daily != nil {
@@ -121,12 +150,11 @@ func (l *limiter) admit(c cost, now time.Time) *refusal {
 	if worst != nil {
 		return worst
 	}
-	for _, a := range [...]struct {
-		b *bucket
-		n int64
-	}{{l.requests, c.requests}, {l.tokens, c.tokens}, {l.input, c.input}, {l.output, c.output}} {
-		if a.b != nil {
-			a.b.take(float64(a.n))
+	for _, a := range axes {
+		for _, b := range [...]*bucket{a.period, a.window} {
+			if b != nil {
+				b.take(float64(a.n))
+			}
 		}
 	}
 	if l.daily != nil {
@@ -135,14 +163,17 @@ func (l *limiter) admit(c cost, now time.Time) *refusal {
 	return nil
 }
 
-// refund gives c back to every bucket, never above its capacity.
+// refund gives c back to every bucket, period and window alike, never above
+// its capacity.
 func (l *limiter) refund(c cost) {
-	for _, a := range [...]struct {
-		b *bucket
-		n int64
-	}{{l.requests, c.requests}, {l.tokens, c.tokens}, {l.input, c.input}, {l.output, c.output}} {
-		if a.b != nil && a.n > 0 {
-			a.b.level = min(a.b.capacity, a.b.level+float64(a.n))
+	for _, a := range l.axes(c) {
+		if a.n <= 0 {
+			continue
+		}
+		for _, b := range [...]*bucket{a.period, a.window} {
+			if b != nil {
+				b.give(float64(a.n))
+			}
 		}
 	}
 }
