@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,6 +29,8 @@ const clusterTimeout = 30 * time.Second
 // the clients it returns are safe for concurrent use.
 type Cluster struct {
 	t     testing.TB
+	bin   string // redis-server
+	cli   string // redis-cli
 	dir   string
 	nodes []clusterNode
 }
@@ -44,22 +47,23 @@ type clusterNode struct {
 // redis-cli --cluster create; waits until every node reports cluster_state:ok
 // and knows every other; and stops it at t.Cleanup.
 //
-// A cluster needs redis-server and redis-cli (Debian's redis-server package
-// brings both) and is always started by the test, REDIS_URL or not. When
-// either is missing the test is skipped, or fails if
+// A cluster needs redis-server (see EnvServer) and redis-cli, found beside
+// it or on PATH (Debian's redis-server package brings both), and is always
+// started by the test, TOLLGATE_TEST_REDIS_URL or not. When either is
+// missing the test is skipped with one line, or fails if
 // TOLLGATE_TEST_REQUIRE_REDIS=1.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
-	for _, bin := range []string{"redis-server", "redis-cli"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			msg := fmt.Sprintf("redistest: a Redis Cluster needs %s, which is not on PATH: install it (apt-get install redis-server brings redis-server and redis-cli; brew install redis)", bin)
-			if os.Getenv(EnvRequire) == "1" {
-				t.Fatalf("%s; %s=1", msg, EnvRequire)
-			}
-			t.Skip(msg)
+	bin := needBinary(t, os.Getenv, exec.LookPath, "a Redis Cluster")
+	cli, err := findCLI(bin, exec.LookPath)
+	if err != nil {
+		msg := fmt.Sprintf("redistest: a Redis Cluster needs redis-cli, which is neither beside %s nor on PATH (%s)", bin, installHint)
+		if os.Getenv(EnvRequire) == "1" {
+			t.Fatalf("%s; %s=1", msg, EnvRequire)
 		}
+		t.Skip(msg)
 	}
-	c := &Cluster{t: t, dir: t.TempDir()}
+	c := &Cluster{t: t, bin: bin, cli: cli, dir: t.TempDir()}
 	t.Cleanup(c.stop)
 	for i := range ClusterMasters {
 		n, err := c.startNode()
@@ -93,7 +97,7 @@ func (c *Cluster) startNode() (clusterNode, error) {
 			continue
 		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		cmd, exited, lerr := runRedis(addr, c.dir,
+		cmd, exited, lerr := runRedis(c.bin, addr, c.dir,
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes-"+strconv.Itoa(port)+".conf",
 			"--cluster-port", strconv.Itoa(bus),
@@ -110,12 +114,23 @@ func (c *Cluster) create(ctx context.Context) error {
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "redis-cli", args...)
+	cmd := exec.CommandContext(ctx, c.cli, args...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("redis-cli %s: %w: %s", strings.Join(args, " "), err, lastLines(out.Bytes(), 8))
 	}
 	return nil
+}
+
+// findCLI finds redis-cli beside the redis-server binary bin, else on PATH.
+func findCLI(bin string, lookPath func(string) (string, error)) (string, error) {
+	if filepath.IsAbs(bin) || strings.ContainsRune(bin, filepath.Separator) {
+		beside := filepath.Join(filepath.Dir(bin), "redis-cli")
+		if _, err := os.Stat(beside); err == nil {
+			return beside, nil
+		}
+	}
+	return lookPath("redis-cli")
 }
 
 // waitOK waits until every node reports cluster_state:ok and knows all the
@@ -151,7 +166,7 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
-// URL returns the cluster in the worker's REDIS_URL form,
+// URL returns the cluster in the form of the worker's REDIS_URL,
 // redis+cluster://host:port,host:port,host:port.
 func (c *Cluster) URL() string {
 	return "redis+cluster://" + strings.Join(c.Addrs(), ",")

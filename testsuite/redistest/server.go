@@ -17,14 +17,28 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// Environment variables read by StartServer.
+// Environment variables read by StartServer, StartProcess and StartCluster.
+// None of them is the worker's REDIS_URL: a shell set up for a fleet can run
+// the tests without lending them the fleet's Redis.
 const (
-	// EnvURL names an existing Redis server to use instead of starting one.
-	EnvURL = "REDIS_URL"
-	// EnvRequire, set to "1", fails tests when redis-server is not on PATH
-	// instead of falling back to miniredis.
+	// EnvURL names an existing Redis database for the tests to use instead
+	// of starting a server. It must be empty when a test starts; the test
+	// empties it again when it ends.
+	EnvURL = "TOLLGATE_TEST_REDIS_URL"
+	// EnvServer names the redis-server binary to start (a name looked up on
+	// PATH, or a path); empty means DefaultServer. Setting it to a name that
+	// does not exist shows what a machine without Redis does.
+	EnvServer = "TOLLGATE_TEST_REDIS_SERVER"
+	// EnvRequire, set to "1", fails tests when redis-server cannot be found
+	// instead of falling back to miniredis or skipping.
 	EnvRequire = "TOLLGATE_TEST_REQUIRE_REDIS"
 )
+
+// DefaultServer is the redis-server binary used when EnvServer is empty.
+const DefaultServer = "redis-server"
+
+// installHint is how to get redis-server (and redis-cli).
+const installHint = "apt-get install redis-server, or brew install redis"
 
 // startTimeout bounds how long a starting redis-server may take to answer PING.
 const startTimeout = 10 * time.Second
@@ -36,9 +50,11 @@ type Backend uint8
 const (
 	// Real is a redis-server process started by the test.
 	Real Backend = iota + 1
-	// External is the server REDIS_URL names; the test does not own it.
+	// External is the database TOLLGATE_TEST_REDIS_URL names; the test
+	// does not own its server.
 	External
 	// Mini is an in-process miniredis, used when redis-server is missing.
+	// It runs the same Lua script, on gopher-lua instead of Redis's Lua.
 	Mini
 )
 
@@ -55,13 +71,14 @@ func (b Backend) String() string {
 	return "backend(" + strconv.Itoa(int(b)) + ")"
 }
 
-// Server is one Redis server owned by (or, for REDIS_URL, lent to) a test.
-// Its methods must be called from the test's goroutine; the clients it
-// returns are safe for concurrent use.
+// Server is one Redis server owned by (or, for TOLLGATE_TEST_REDIS_URL,
+// lent to) a test. Its methods must be called from the test's goroutine; the
+// clients it returns are safe for concurrent use.
 type Server struct {
 	t       testing.TB
 	backend Backend
 	url     string // External only
+	bin     string // Real: the redis-server binary
 	addr    string
 	dir     string
 	cmd     *exec.Cmd     // Real, while running
@@ -78,16 +95,17 @@ func Start(t testing.TB) *goredis.Client {
 
 // StartServer starts a fresh redis-server on a free loopback port, with
 // persistence off and its files in t.TempDir(), waits until it answers PING
-// and stops it at t.Cleanup. With REDIS_URL set it uses that server instead,
-// flushing its database; with no redis-server on PATH it falls back to
-// miniredis, or fails the test if TOLLGATE_TEST_REQUIRE_REDIS=1.
+// and stops it at t.Cleanup. With TOLLGATE_TEST_REDIS_URL set it uses that
+// database instead (see EnvURL); with no redis-server (see EnvServer) it
+// falls back to miniredis, or fails the test if
+// TOLLGATE_TEST_REQUIRE_REDIS=1. It never reads the worker's REDIS_URL.
 func StartServer(t testing.TB) *Server {
 	t.Helper()
-	backend, err := chooseBackend(os.Getenv, exec.LookPath)
+	backend, bin, err := chooseBackend(os.Getenv, exec.LookPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{t: t, backend: backend}
+	s := &Server{t: t, backend: backend, bin: bin}
 	switch backend {
 	case External:
 		s.startExternal(os.Getenv(EnvURL))
@@ -101,20 +119,67 @@ func StartServer(t testing.TB) *Server {
 	return s
 }
 
-// chooseBackend decides where the server comes from, given the environment
-// and a PATH lookup.
-func chooseBackend(getenv func(string) string, lookPath func(string) (string, error)) (Backend, error) {
-	if getenv(EnvURL) != "" {
-		return External, nil
+// StartProcess starts a fresh redis-server as StartServer does, for a test
+// that needs the real process, not a stand-in: one that reconfigures it
+// (CONFIG SET) or relies on what miniredis does not do. It always starts
+// its own process, TOLLGATE_TEST_REDIS_URL or not. Without redis-server
+// the test is skipped with one line saying how to install it, or fails if
+// TOLLGATE_TEST_REQUIRE_REDIS=1.
+func StartProcess(t testing.TB, why string) *Server {
+	t.Helper()
+	bin := needBinary(t, os.Getenv, exec.LookPath, why)
+	s := &Server{t: t, backend: Real, bin: bin, dir: t.TempDir()}
+	s.startReal()
+	t.Cleanup(s.shutdown)
+	return s
+}
+
+// serverName is the redis-server binary the environment names.
+func serverName(getenv func(string) string) string {
+	if name := getenv(EnvServer); name != "" {
+		return name
 	}
-	if _, err := lookPath("redis-server"); err == nil {
-		return Real, nil
+	return DefaultServer
+}
+
+// chooseBackend decides where the server comes from, given the environment
+// and a PATH lookup; bin is the redis-server binary for Real.
+func chooseBackend(getenv func(string) string, lookPath func(string) (string, error)) (b Backend, bin string, err error) {
+	if getenv(EnvURL) != "" {
+		return External, "", nil
+	}
+	name := serverName(getenv)
+	if bin, err := lookPath(name); err == nil {
+		return Real, bin, nil
 	}
 	if getenv(EnvRequire) == "1" {
-		return 0, fmt.Errorf("redistest: redis-server is not on PATH and %s=1: install it (apt-get install redis-server, brew install redis) or point %s at a server",
-			EnvRequire, EnvURL)
+		return 0, "", fmt.Errorf("redistest: %s is not found and %s=1: install it (%s), set %s to its path, or point %s at an empty database",
+			name, EnvRequire, installHint, EnvServer, EnvURL)
 	}
-	return Mini, nil
+	return Mini, "", nil
+}
+
+// needBinary finds the redis-server binary for a test that needs a real
+// process (what says what for), or skips the test with one line, or fails
+// it if TOLLGATE_TEST_REQUIRE_REDIS=1.
+func needBinary(t testing.TB, getenv func(string) string, lookPath func(string) (string, error), what string) string {
+	t.Helper()
+	name := serverName(getenv)
+	bin, err := lookPath(name)
+	if err == nil {
+		return bin
+	}
+	msg := missingMessage(name, what)
+	if getenv(EnvRequire) == "1" {
+		t.Fatalf("%s; %s=1", msg, EnvRequire)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// missingMessage is the one line a test skipped for want of name prints.
+func missingMessage(name, what string) string {
+	return fmt.Sprintf("redistest: %s needs a real redis-server, and %s is not found (%s)", what, name, installHint)
 }
 
 // Backend reports what kind of server s is.
@@ -123,7 +188,8 @@ func (s *Server) Backend() Backend { return s.backend }
 // Addr returns the server's host:port.
 func (s *Server) Addr() string { return s.addr }
 
-// URL returns a redis:// URL for the server (REDIS_URL itself when set).
+// URL returns a redis:// URL for the server (TOLLGATE_TEST_REDIS_URL itself
+// for External).
 func (s *Server) URL() string {
 	if s.backend == External {
 		return s.url
@@ -151,13 +217,14 @@ func (s *Server) Client() *goredis.Client {
 }
 
 // Stop stops the server, as an outage would: clients then fail to connect.
-// Stopping a stopped server does nothing. With REDIS_URL set the test is
-// skipped, since the server is not the test's to stop.
+// Stopping a stopped server does nothing. For External the test is skipped
+// (or fails if TOLLGATE_TEST_REQUIRE_REDIS=1), since the server is not the
+// test's to stop.
 func (s *Server) Stop() {
 	s.t.Helper()
 	switch s.backend {
 	case External:
-		s.t.Skipf("redistest: %s points at an external server, which a test cannot stop; unset it to run outage tests", EnvURL)
+		s.notOurs("stop")
 	case Mini:
 		s.mini.Close()
 	case Real:
@@ -167,12 +234,12 @@ func (s *Server) Stop() {
 
 // Restart stops the server if it runs and starts it again on the same
 // address. Like a Redis without persistence after a crash, it comes back
-// empty. With REDIS_URL set the test is skipped.
+// empty. For External the test is skipped, as for Stop.
 func (s *Server) Restart() {
 	s.t.Helper()
 	switch s.backend {
 	case External:
-		s.t.Skipf("redistest: %s points at an external server, which a test cannot restart; unset it to run outage tests", EnvURL)
+		s.notOurs("restart")
 	case Mini:
 		s.mini.Close()
 		if err := s.mini.Restart(); err != nil {
@@ -182,13 +249,26 @@ func (s *Server) Restart() {
 	case Real:
 		s.stopReal()
 		if err := s.launch(); err != nil {
-			s.t.Fatalf("redistest: restart redis-server on %s: %v", s.addr, err)
+			s.t.Fatalf("redistest: restart %s on %s: %v", s.bin, s.addr, err)
 		}
 	}
 }
 
+// notOurs skips (or, under TOLLGATE_TEST_REQUIRE_REDIS=1, fails) a test
+// that would stop or restart an External server.
+func (s *Server) notOurs(verb string) {
+	s.t.Helper()
+	msg := fmt.Sprintf("redistest: %s points at a server a test cannot %s; unset it to run this test on a redis-server of its own", EnvURL, verb)
+	if os.Getenv(EnvRequire) == "1" {
+		s.t.Fatalf("%s; %s=1", msg, EnvRequire)
+	}
+	s.t.Skip(msg)
+}
+
 func (s *Server) shutdown() {
 	switch s.backend {
+	case External:
+		s.emptyExternal()
 	case Mini:
 		s.mini.Close()
 	case Real:
@@ -196,6 +276,10 @@ func (s *Server) shutdown() {
 	}
 }
 
+// startExternal checks that the database url names answers and is empty:
+// the test writes every key it will hold, so emptying it at the end
+// (emptyExternal) removes only what the test wrote. A database holding keys
+// is someone else's, and the test fails without touching it.
 func (s *Server) startExternal(url string) {
 	s.t.Helper()
 	s.url = url
@@ -208,8 +292,29 @@ func (s *Server) startExternal(url string) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
+	n, err := c.DBSize(ctx).Result()
+	if err != nil {
+		s.t.Fatalf("redistest: %s=%q: %v", EnvURL, url, err)
+	}
+	if n != 0 {
+		s.t.Fatalf("redistest: %s=%q holds %d keys this test did not write; tests use only an empty database, one package at a time (go test -p 1), and empty it when they end: point %s at an empty database of its own",
+			EnvURL, url, n, EnvURL)
+	}
+}
+
+// emptyExternal removes what the test wrote to its External database,
+// which was empty when it started.
+func (s *Server) emptyExternal() {
+	opts, err := goredis.ParseURL(s.url)
+	if err != nil {
+		return
+	}
+	c := goredis.NewClient(opts)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
 	if err := c.FlushDB(ctx).Err(); err != nil {
-		s.t.Fatalf("redistest: flush %s=%q: %v", EnvURL, url, err)
+		s.t.Errorf("redistest: empty %s=%q after the test: %v", EnvURL, s.url, err)
 	}
 }
 
@@ -237,7 +342,7 @@ func (s *Server) startReal() {
 			return
 		}
 	}
-	s.t.Fatalf("redistest: start redis-server: %v", err)
+	s.t.Fatalf("redistest: start %s: %v", s.bin, err)
 }
 
 func freePort() (int, error) {
@@ -251,7 +356,7 @@ func freePort() (int, error) {
 
 // launch starts redis-server on s.addr and waits until it answers PING.
 func (s *Server) launch() error {
-	cmd, exited, err := runRedis(s.addr, s.dir)
+	cmd, exited, err := runRedis(s.bin, s.addr, s.dir)
 	if err != nil {
 		return err
 	}
@@ -264,10 +369,10 @@ func (s *Server) stopReal() {
 	s.cmd = nil
 }
 
-// runRedis starts redis-server on addr, with persistence off, its files in
-// dir and extra arguments appended, and waits until it answers PING. exited
-// is closed when the process ends.
-func runRedis(addr, dir string, extra ...string) (cmd *exec.Cmd, exited chan struct{}, err error) {
+// runRedis starts the redis-server binary bin on addr, with persistence off,
+// its files in dir and extra arguments appended, and waits until it answers
+// PING. exited is closed when the process ends.
+func runRedis(bin, addr, dir string, extra ...string) (cmd *exec.Cmd, exited chan struct{}, err error) {
 	_, port, _ := net.SplitHostPort(addr)
 	logFile := filepath.Join(dir, "redis-"+port+".log")
 	args := append([]string{
@@ -275,7 +380,7 @@ func runRedis(addr, dir string, extra ...string) (cmd *exec.Cmd, exited chan str
 		"--save", "", "--appendonly", "no",
 		"--dir", dir, "--logfile", logFile,
 		"--daemonize", "no", "--protected-mode", "no"}, extra...)
-	cmd = exec.Command("redis-server", args...)
+	cmd = exec.Command(bin, args...)
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
