@@ -156,15 +156,15 @@ func (ks *keyState) budget(p quota.Policy) {
 		}
 		n++
 		ks.limited = append(ks.limited, a)
-		kind, period := kindBucket, micros(l.Period)
+		kind, period, burst := kindBucket, micros(l.Period), strconv.FormatFloat(float64(l.BurstTime())/float64(l.Period), 'g', -1, 64)
 		switch a.Kind() {
 		case quota.DailyWindow:
-			kind, period = kindDaily, "0"
+			kind, period, burst = kindDaily, "0", "0"
 			ks.zones = append(ks.zones, l.Zone())
 		case quota.Leases:
-			kind, period = kindLeases, "0"
+			kind, period, burst = kindLeases, "0", "0"
 		}
-		ks.static = append(ks.static, axisID(a), kind, strconv.FormatInt(p.Effective(l.Capacity), 10), period)
+		ks.static = append(ks.static, axisID(a), kind, strconv.FormatInt(p.Effective(l.Capacity), 10), period, burst)
 	}
 	ks.static[count] = strconv.Itoa(n)
 }

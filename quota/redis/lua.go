@@ -38,7 +38,8 @@ import goredis "github.com/redis/go-redis/v9"
 //	7  the number of budgets, 1 or 2, then for each, the root first: its
 //	   priority reserve (fraction), 1 if it adopts observed limits else 0,
 //	   n its number of limits, then n × (axis, kind, effective capacity,
-//	   period µs), in quota.Axes() order
+//	   period µs, burst share: quota.Limit.BurstTime over its period, 0
+//	   for other kinds than buckets), in quota.Axes() order
 //	…  for each daily limit of each budget, in the same order, 6 midnights
 //	   (unix µs) around the caller's clock
 //	…  a name for a new epoch, then for each budget the epoch of its state
@@ -51,7 +52,9 @@ import goredis "github.com/redis/go-redis/v9"
 // and the time it was computed at, w<a>/d<a> daily window start and units
 // used in it,
 // c<a> adopted effective capacity and o<a> the configured effective capacity
-// it was adopted under; pu/pr pause end and reason; er/et the learned
+// it was adopted under; g<a>/h<a> a bucket's start gate and the time it is
+// dated at, and mb/mr the margin's burst and rate (quota.Margin), kept by
+// the root (see start); pu/pr pause end and reason; er/et the learned
 // estimate ratio and the time it was learned at, e1/e2 its last two samples
 // (quota.Ratio), kept by the root; ep the state's epoch, ef set while nobody
 // can tell whether it replaced a lost one, rv when the placeholder leases of
@@ -65,7 +68,8 @@ import goredis "github.com/redis/go-redis/v9"
 //
 // A ticket is one string (GET and SET … PX are a call each, where a hash
 // would need two to write): "s m x a c1 c2 c3 c4 w n g q", with s q(ueued)
-// or g(ranted), m maturity µs (the one first told), x expiry µs, a the axis
+// or g(ranted), m maturity µs (the one first told; once granted, the time
+// its call starts, see lease), x expiry µs, a the axis
 // of the wait, c1..c4 the charged cost (requests, tokens, input, output
 // tokens), w the time it was charged at in µs, which names the day of every
 // daily window charged: Settle and Cancel correct a window only while that
@@ -143,7 +147,8 @@ local function budget(Sk, Lk, Qk, i)
   pu = pu and tonumber(pu) or 0
   local b = {S = Sk, L = Lk, Q = Qk, st = st, prio = tonumber(ARGV[i]), adopts = ARGV[i + 1] == '1',
     n = tonumber(ARGV[i + 2]), axes = {}, conc = nil, daily = false, nd = 0, pu = pu, pr = st['pr'], paused = pu > now,
-    ep = st['ep'], known = nil, seenAt = nil}
+    ep = st['ep'], known = nil, seenAt = nil,
+    mb = tonumber(st['mb'] or '') or 1, mr = tonumber(st['mr'] or '') or 1}
   i = i + 3
   for k = 1, b.n do
     local id, kind, conf = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -155,7 +160,9 @@ local function budget(Sk, Lk, Qk, i)
     if b.adopts and st['o' .. id] == conf and st['c' .. id] then cap = st['c' .. id] end
     -- Every field is named here so the table is sized once (lv: see adjust).
     local a = {id = id, kind = kind, cap = tonumber(cap), conf = conf, ci = costOn[id],
-      period = kind == BUCKET and period or nil, lv = nil, st = st}
+      period = kind == BUCKET and period or nil, bs = kind == BUCKET and tonumber(ARGV[i + 4]) or nil,
+      rate = nil, lv = nil, st = st}
+    if kind == BUCKET then a.rate = a.cap / period * b.mr end
     if kind == LEASES then
       b.conc = a
     elseif kind == DAILY then
@@ -163,7 +170,7 @@ local function budget(Sk, Lk, Qk, i)
       b.nd = b.nd + 1
     end
     b.axes[k] = a
-    i = i + 4
+    i = i + 5
   end
   return b, i
 end
@@ -217,7 +224,7 @@ local function level(a)
   local ts = a.st['t' .. a.id]
   if ts ~= lastT then lastT, lastTN = ts, tonumber(ts) end
   local dt = now - lastTN
-  if dt > 0 then l = l + dt * a.cap / a.period end
+  if dt > 0 then l = l + dt * a.rate end
   if l > a.cap then l = a.cap end
   return l
 end
@@ -338,7 +345,7 @@ local function observe(b, j)
         if a.kind == BUCKET then
           local l = level(a)
           if adopt > 0 then
-            a.cap = adopt
+            a.cap, a.rate = adopt, adopt / a.period * b.mr
             hs[#hs + 1] = 'c' .. id; hs[#hs + 1] = fmt(adopt)
             hs[#hs + 1] = 'o' .. id; hs[#hs + 1] = a.conf
             if l > adopt then l = adopt end
@@ -485,6 +492,90 @@ local function regrant(id, x)
     end
   end
   return true
+end
+
+-- The start gates (see quota's burst.go): per bucket axis of the root, a
+-- level charged when a call is granted, as of the time the call starts,
+-- holding at most the axis's burst (its capacity × the burst share passed
+-- × the margin's burst) and refilled at its rate: g<a> the level, h<a>
+-- the time it is dated at (a start yet to come, or the last one). A gate
+-- with no level is full.
+
+-- gateLevel returns the root's gate of axis a as of at, and its burst.
+local function gateLevel(a, at)
+  local burst = a.cap * a.bs * root.mb
+  local g = a.st['g' .. a.id]
+  if not g then return burst, burst end
+  local l, ts = tonumber(g), tonumber(a.st['h' .. a.id])
+  if at > ts then l = l + (at - ts) * a.rate end
+  if l > burst then l = burst end
+  return l, burst
+end
+
+-- gate charges sign × cost to the root's gates as of now + wait, after
+-- every level it was dated at, and keeps its st current.
+local function gate(cost, wait, sign)
+  local hs, h = {}, 0
+  for k = 1, root.n do
+    local a = root.axes[k]
+    local c = a.kind == BUCKET and cost[a.ci] or 0
+    if c > 0 then
+      local at = now + wait
+      local ts = tonumber(a.st['h' .. a.id] or '')
+      if ts and ts > at then at = ts end
+      local l = gateLevel(a, at) - sign * c
+      local gk, hk = 'g' .. a.id, 'h' .. a.id
+      a.st[gk], a.st[hk] = fmt(l), fmt(at)
+      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = gk, a.st[gk], hk, a.st[hk]
+      h = h + 4
+    end
+  end
+  if h > 0 then redis.call('HSET', root.S, unpack(hs)) end
+end
+
+-- start charges cost to the root's gates and returns the µs until the
+-- call may start: until every gate holds its share of the cost, or its
+-- whole burst for a call larger (a gate dated at a start yet to come is
+-- read as of that start).
+local function start(cost)
+  local wait = 0
+  for k = 1, root.n do
+    local a = root.axes[k]
+    local c = a.kind == BUCKET and cost[a.ci] or 0
+    if c > 0 then
+      local from = now
+      local ts = tonumber(a.st['h' .. a.id] or '')
+      if ts and ts > from then from = ts end
+      local l, burst = gateLevel(a, from)
+      local need = c < burst and c or burst
+      local w = from - now
+      if need - l > EPSILON * math.max(1, need) then w = w + (need - l) / a.rate end
+      if w > wait then wait = w end
+    end
+  end
+  wait = math.ceil(wait)
+  gate(cost, wait, 1)
+  return wait
+end
+
+-- remargin makes the root's margin (mb, mr) from now: its buckets and
+-- gates keep the levels they have now and refill at the new rate after.
+local function remargin(mb, mr)
+  local hs = {'mb', fmt(mb), 'mr', fmt(mr)}
+  for k = 1, root.n do
+    local a = root.axes[k]
+    if a.kind == BUCKET then
+      local lk, tk = 'l' .. a.id, 't' .. a.id
+      if a.st[lk] then
+        hs[#hs + 1], hs[#hs + 2], hs[#hs + 3], hs[#hs + 4] = lk, fmt(level(a)), tk, stamp(a)
+      end
+      local ts = tonumber(a.st['h' .. a.id] or '')
+      if ts and ts < now then
+        hs[#hs + 1], hs[#hs + 2], hs[#hs + 3], hs[#hs + 4] = 'g' .. a.id, fmt(gateLevel(a, now)), 'h' .. a.id, nowS
+      end
+    end
+  end
+  redis.call('HSET', root.S, unpack(hs))
 end
 
 -- member is t's entry in the queue zsets and the line.
@@ -676,6 +767,20 @@ local function lease(t, ticketID, fresh, grantTTL, queueTTL, low)
     end
     return reply(2, wait, 3, 7, nil, nil, t)
   end
+  -- A new grant takes its start from the gates (its m the start, from
+  -- then on) and lives grantTTL from it; a grant renewed keeps its start.
+  local wait = 0
+  if t.s == 'g' then
+    wait = tonumber(t.m) - now
+    if wait < 0 then wait = 0 end
+  else
+    wait = start({tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)})
+    t.m = fmt(now + wait)
+    if now + wait + grantTTL > exp then
+      exp = now + wait + grantTTL
+      x = fmt(exp)
+    end
+  end
   if leased then
     for _, b in ipairs(budgets) do
       if b.conc then redis.call('ZADD', b.L, x, ticketID) end
@@ -683,7 +788,7 @@ local function lease(t, ticketID, fresh, grantTTL, queueTTL, low)
   end
   t.s = 'g'
   saveTicket(t, ticketID, exp, x)
-  return reply(1, 0, 0, 0, nil, leased and exp or nil, t, exp)
+  return reply(1, wait, 0, 0, nil, leased and exp or nil, t, exp)
 end
 
 -- The line, in weighted fair share (see the memory store's line.go).
@@ -746,7 +851,7 @@ local function lineWait(b, cost, low, ahead, total)
       a.lv = level(a)
       local deficit = need - a.lv
       local w = 0
-      if deficit > EPSILON then w = deficit * a.period / a.cap end
+      if deficit > EPSILON then w = deficit / a.rate end
       if w > wait then wait, waxis = w, a.id end
     end
   end
@@ -978,7 +1083,8 @@ if op == 'reserve' then
 elseif op == 'settle' then
   -- ARGV: actual requests, tokens, input, output, ticket id, prompt,
   -- counted (1/0), the calibration's min and max ratio and half-life µs,
-  -- the cost the caller was told the ticket holds charged (4 parts), then
+  -- the cost the caller was told the ticket holds charged (4 parts), the
+  -- margin's gains (burst, rate: quota.BurstGain, RateGain), then
   -- observations (see observe), applied to the root: a provider reports
   -- on the account. The observations, and with a counted actual the
   -- root's lesson (actual input over prompt), apply whether or not the
@@ -1011,10 +1117,15 @@ elseif op == 'settle' then
     end
     if regrant(ARGV[i + 4]) then held = 1 end
   end
-  observe(root, i + 14)
+  observe(root, i + 16)
   local prompt, input = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 2])
   if ARGV[i + 6] == '1' and prompt > 0 and input > 0 then
     learn(input / prompt, tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8]), tonumber(ARGV[i + 9]))
+  end
+  -- A call counted as it went earns back a little of the margin.
+  if ARGV[i + 6] == '1' and (root.mb < 1 or root.mr < 1) then
+    local mb, mr = root.mb + tonumber(ARGV[i + 14]), root.mr + tonumber(ARGV[i + 15])
+    remargin(mb < 1 and mb or 1, mr < 1 and mr or 1)
   end
   return held
 
@@ -1031,6 +1142,8 @@ elseif op == 'cancel' then
     return 0
   end
   local m = member(t, ARGV[i])
+  -- A grant given up before its call started gives its start back.
+  if t.s == 'g' then gate({tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)}, 0, -1) end
   for _, b in ipairs(budgets) do
     adjust(b, {-tonumber(t.c1), -tonumber(t.c2), -tonumber(t.c3), -tonumber(t.c4)}, tonumber(t.w))
     if b.conc then redis.call('ZREM', b.L, ARGV[i]) end
@@ -1064,8 +1177,17 @@ elseif op == 'renew' then
   return fmt(exp - now)
 
 elseif op == 'pause' then
-  -- ARGV: how long µs, reason: the target's pause ends that long after now.
+  -- ARGV: how long µs, reason, lesson (1/0: quota.RateLimitedPause), the
+  -- margin's least burst and rate and their cuts (quota.MinBurstMargin,
+  -- MinRateMargin, BurstCut, RateCut): the target's pause ends that long
+  -- after now. A lesson cuts the root's margin, unless a pause of the
+  -- root is in force already (one burst's 429s are one lesson).
   local untilT = now + tonumber(ARGV[i])
+  if ARGV[i + 2] == '1' and untilT > now and not root.paused then
+    local mb, mr = root.mb * tonumber(ARGV[i + 5]), root.mr * tonumber(ARGV[i + 6])
+    local minB, minR = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+    remargin(mb > minB and mb or minB, mr > minR and mr or minR)
+  end
   if untilT > now and untilT > target.pu then
     redis.call('HSET', target.S, 'pu', fmt(untilT), 'pr', ARGV[i + 1])
   end
@@ -1079,11 +1201,12 @@ elseif op == 'observe' then
 elseif op == 'snapshot' then
   -- ARGV: the root's calibration's min and max ratio and half-life µs (0 0
   -- 0: off). Reply: {now, the target's paused until or '', its pause
-  -- reason, the root's estimate ratio, then per limit of the target: axis,
-  -- capacity, available, reset µs or '', then per tenant with tickets in
+  -- reason, the root's estimate ratio, its margin's burst and rate, then
+  -- per limit of the target: axis, capacity, available, reset µs or '',
+  -- its burst (buckets; else 0), then per tenant with tickets in
   -- line (the call's tenant alone for a nested tenant's budget), by name:
   -- its name, its tickets, their cost (4 parts)}: O(tenants in line).
-  local out = {nowS, '', '', '1'}
+  local out = {nowS, '', '', '1', fmt(root.mb), fmt(root.mr)}
   if ARGV[i + 2] ~= '0' then out[4] = fmt(ratioAt(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]))) end
   if target.paused then out[2], out[3] = fmt(target.pu), target.pr or '' end
   for k = 1, target.n do
@@ -1100,6 +1223,7 @@ elseif op == 'snapshot' then
     out[#out + 1] = fmt(a.cap)
     out[#out + 1] = fmt(avail)
     out[#out + 1] = reset
+    out[#out + 1] = a.kind == BUCKET and fmt(a.cap * a.bs * target.mb) or '0'
   end
   local by, names = {}, {}
   if own then

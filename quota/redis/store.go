@@ -169,6 +169,9 @@ func (s *Store) decision(ks *keyState, res []any, local time.Time, r quota.Reser
 	if res[11] != "" {
 		d.GrantLeft = durationOf(toFloat(res, 11) - toFloat(res, 6))
 	}
+	if d.Outcome == quota.Granted { // a grant's wait is its start
+		d.Start, d.Wait = d.Wait, 0
+	}
 	return d, nil
 }
 
@@ -189,10 +192,10 @@ func (s *Store) Settle(ctx context.Context, st quota.Settlement) error {
 		counted = "1"
 	}
 	c := st.Charged
-	args := append(ks.args("settle", nowArg, st.Key.Tenant, "1", local, 15+3*len(st.Observed)),
+	args := append(ks.args("settle", nowArg, st.Key.Tenant, "1", local, 17+3*len(st.Observed)),
 		a.Requests, a.Tokens, a.InputTokens, a.OutputTokens, st.Ticket,
 		ks.prompt(st.Prompt), counted, ks.calib[0], ks.calib[1], ks.calib[2],
-		c.Requests, c.Tokens, c.InputTokens, c.OutputTokens)
+		c.Requests, c.Tokens, c.InputTokens, c.OutputTokens, marginGains[0], marginGains[1])
 	args, _ = observations(ks.rootPolicy, args, st.Observed)
 	res, err := script.Run(ctx, s.rdb, ks.keys(st.Ticket), args...).Result()
 	if err != nil {
@@ -283,7 +286,12 @@ func (s *Store) Pause(ctx context.Context, key quota.Key, d time.Duration, reaso
 		return nil
 	}
 	nowArg, local := s.now()
-	args := append(ks.args("pause", nowArg, key.Tenant, "1", local, 2), micros(d), reason)
+	var lesson any = "0"
+	if reason == quota.RateLimitedPause {
+		lesson = "1"
+	}
+	args := append(ks.args("pause", nowArg, key.Tenant, "1", local, 7), micros(d), reason, lesson,
+		marginCuts[0], marginCuts[1], marginCuts[2], marginCuts[3])
 	if err := script.Run(ctx, s.rdb, ks.keys(""), args...).Err(); err != nil {
 		return s.fail("pause", ks.key, err)
 	}
@@ -328,11 +336,13 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 	if err != nil {
 		return quota.Snapshot{}, s.fail("snapshot", ks.key, err)
 	}
-	if len(res) < 4+4*len(ks.limited) || (len(res)-4-4*len(ks.limited))%6 != 0 {
+	const head, per = 6, 5
+	if len(res) < head+per*len(ks.limited) || (len(res)-head-per*len(ks.limited))%6 != 0 {
 		return quota.Snapshot{}, fmt.Errorf("redis: snapshot %s: unexpected script reply %v", ks.key, res)
 	}
 	at := s.timeFrom(toFloat(res, 0), local)
-	snap := quota.Snapshot{Key: ks.key, At: at(toFloat(res, 0)), PauseReason: toString(res, 2), EstimateRatio: toFloat(res, 3)}
+	snap := quota.Snapshot{Key: ks.key, At: at(toFloat(res, 0)), PauseReason: toString(res, 2), EstimateRatio: toFloat(res, 3),
+		Margin: quota.Margin{Burst: toFloat(res, 4), Rate: toFloat(res, 5)}}
 	if toString(res, 1) != "" {
 		snap.PausedUntil = at(toFloat(res, 1))
 	}
@@ -340,23 +350,33 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 		snap.Axes = make([]quota.AxisLevel, len(ks.limited))
 	}
 	for i := range ks.limited {
-		j := 4 + 4*i
+		j := head + per*i
 		l := quota.AxisLevel{
 			Axis:      quota.Axis(toInt(res, j)),
 			Capacity:  int64(toFloat(res, j+1)),
 			Available: toFloat(res, j+2),
+			Burst:     toFloat(res, j+4),
 		}
 		if toString(res, j+3) != "" {
 			l.ResetAt = at(toFloat(res, j+3))
 		}
 		snap.Axes[i] = l
 	}
-	for j := 4 + 4*len(ks.limited); j < len(res); j += 6 {
+	for j := head + per*len(ks.limited); j < len(res); j += 6 {
 		snap.Line = append(snap.Line, quota.TenantLine{Tenant: toString(res, j), Tickets: int(toInt(res, j+1)),
 			Cost: quota.Cost{Requests: toInt(res, j+2), Tokens: toInt(res, j+3), InputTokens: toInt(res, j+4), OutputTokens: toInt(res, j+5)}})
 	}
 	return snap, nil
 }
+
+// marginCuts and marginGains are the learned margin's bounds, cuts and
+// gains (quota.Margin) as the script's pause and settle read them.
+var (
+	marginCuts  = [4]any{fmtFloat(quota.MinBurstMargin), fmtFloat(quota.MinRateMargin), fmtFloat(quota.BurstCut), fmtFloat(quota.RateCut)}
+	marginGains = [2]any{fmtFloat(quota.BurstGain), fmtFloat(quota.RateGain)}
+)
+
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 // epochName returns a name for the epochs of key state a Store begins:
 // random, so that every store's differ (see lua.go).

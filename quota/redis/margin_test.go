@@ -1,0 +1,52 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/redis"
+	"github.com/tollgate/tollgate/testsuite/redistest"
+)
+
+// TestMarginIsSharedAndKept: a 429 one replica learns from cuts the burst
+// every replica starts calls at, and a store built afresh on the same Redis
+// (a restarted worker) starts from what was learned, not from scratch.
+func TestMarginIsSharedAndKept(t *testing.T) {
+	srv := redistest.StartServer(t)
+	k := quota.Key{Provider: "openai", Model: "margin-" + t.Name()}
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{k: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 600)}}})
+	require.NoError(t, err)
+	stores := storesOn(t, srv, ps, 2)
+	ctx := context.Background()
+
+	require.NoError(t, stores[0].Pause(ctx, k, time.Millisecond, quota.RateLimitedPause))
+	cut := quota.NoMargin.Cut()
+	snap, err := stores[1].Snapshot(ctx, k)
+	require.NoError(t, err)
+	require.Equal(t, cut, snap.Margin, "the other replica sees the lesson")
+	require.InDelta(t, 10*cut.Burst, snap.Axes[0].Burst, 1e-9)
+	time.Sleep(5 * time.Millisecond) // the pause ends
+
+	// 600 a minute: a burst of 10, cut to 5 at once for both replicas.
+	started := 0
+	for i := range 10 {
+		d, err := stores[i%2].Reserve(ctx, quota.Reservation{Key: k, Ticket: fmt.Sprintf("t%d", i), Cost: quota.Cost{Requests: 1}})
+		require.NoError(t, err)
+		require.Equal(t, quota.Granted, d.Outcome)
+		if d.Start == 0 {
+			started++
+		}
+	}
+	require.Equal(t, 5, started, "calls starting at once across both replicas")
+
+	restarted, err := redis.New(srv.Client(), ps, redis.Options{})
+	require.NoError(t, err)
+	snap, err = restarted.Snapshot(ctx, k)
+	require.NoError(t, err)
+	require.Equal(t, cut, snap.Margin, "a restarted worker keeps what the fleet learned")
+}
