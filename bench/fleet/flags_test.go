@@ -7,11 +7,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/testsuite/llmsim"
 )
 
 func validConfig() config {
 	return config{replicas: 1, window: time.Second, rate: 1,
-		limits: limits{Period: time.Second, Requests: 1, InputTokens: 1, OutputTokens: 1, Density: 1}}
+		limits: limits{Period: time.Second, Requests: 1, InputTokens: 1, OutputTokens: 1, Density: 1, Window: 1}}
 }
 
 func TestPickSetups(t *testing.T) {
@@ -39,6 +40,65 @@ func TestConfigValidatesDensity(t *testing.T) {
 	c := validConfig()
 	c.only = "nope"
 	require.ErrorContains(t, c.validate(), "-setups")
+}
+
+func TestConfigValidatesWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		window float64
+		want   string // "" when valid
+	}{
+		{"the whole period", 1, ""},
+		{"per second of a minute", 0.0167, ""},
+		{"per 10 s of a minute", 1.0 / 6, ""},
+		{"zero", 0, "-window 0 is out of range: use a fraction of -period in (0, 1]"},
+		{"negative", -0.5, "-window -0.5 is out of range"},
+		{"over the period", 1.5, "-window 1.5 is out of range"},
+		{"under a nanosecond", 1e-10, "-window 1e-10 of -period 1s is less than a nanosecond: use a larger fraction"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validConfig()
+			c.limits.Window = tc.window
+			tenants := tenantConfig{config: c, burst: 1, trickle: 1}
+			if tc.want == "" {
+				require.NoError(t, c.validate())
+				require.NoError(t, tenants.validate())
+				return
+			}
+			require.ErrorContains(t, c.validate(), tc.want)
+			require.ErrorContains(t, tenants.validate(), tc.want, "-tenants checks it too")
+		})
+	}
+	c := validConfig()
+	c.limits.Window, c.faults, c.replicas, c.concurrency = 0.0167, true, 2, 3
+	require.NoError(t, c.validate(), "-window works with -faults")
+}
+
+// TestWindowReachesTheSimModel checks -window becomes llmsim's enforcement
+// window on the model every setup calls, and that the policy Tollgate is
+// given stays the whole per-period limit.
+func TestWindowReachesTheSimModel(t *testing.T) {
+	l := limits{Period: time.Second, Requests: 10, InputTokens: 5000, OutputTokens: 2000, Density: 1.5, Window: 1.0 / 60}
+	m := l.simModel("fleet-no-governor")
+	require.Equal(t, time.Second/60, m.Window)
+	require.Equal(t, time.Second, m.Period)
+	_, err := llmsim.New(llmsim.Config{Models: []llmsim.Model{m}})
+	require.NoError(t, err, "llmsim accepts the window")
+	require.Equal(t, "provider enforces each limit over 1/60 of its period (16.7ms)", l.windowNote())
+	require.Contains(t, l.String(), "1/60 of its period")
+
+	plain := l
+	plain.Window = 1
+	require.Equal(t, plain.policy(), l.policy(), "the governor is not told the provider's shape")
+	require.Zero(t, plain.simModel("m").Window, "1 is the whole period")
+	require.Empty(t, plain.windowNote())
+	require.NotContains(t, plain.String(), "enforces")
+
+	other := l
+	other.Window = 0.1667
+	require.Equal(t, "provider enforces each limit over 1/6 of its period (166.7ms)", other.windowNote())
+	other.Window = 0.3
+	require.Equal(t, "provider enforces each limit over 0.3 of its period (300ms)", other.windowNote())
 }
 
 func TestFaultsConfig(t *testing.T) {

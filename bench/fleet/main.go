@@ -30,6 +30,14 @@
 // calls in flight went over the limit.
 //
 //	go run ./bench/fleet -faults
+//
+// With -window F the provider enforces each limit also over F of its
+// period (llmsim.Model.Window), as OpenAI and Anthropic say they may and
+// Azure OpenAI does: -window 0.0167 is a per-minute limit enforced per
+// second. Tollgate's policy still holds the whole per-period limit: the
+// governor is not told the provider's shape.
+//
+//	go run ./bench/fleet -window 0.0167
 package main
 
 import (
@@ -65,6 +73,7 @@ func main() {
 	seed := flag.Uint64("seed", 1, "seed of the workload")
 	out := flag.String("out", "", "directory to write fleet.json and fleet.png to")
 	redisPath := flag.String("redis-server", "redis-server", "redis-server binary: a path, or a name looked up on PATH")
+	window := flag.Float64("window", 1, "the provider's enforcement window as a fraction of -period, in (0, 1]: it enforces each limit also over that share of the period, e.g. 0.0167 (1/60: a per-minute limit enforced per second) or 0.1667 (1/6: per 10 s); 1 is the whole period. Tollgate's policy is not told")
 	density := flag.Float64("density", 1, "tokens the provider counts per characters/4 (its tokenizer's density; Tollgate estimates characters/4)")
 	only := flag.String("setups", "", "comma-separated setups to run, by name (default: all of "+strings.Join(setupNames(), ",")+"; with -faults, "+strings.Join(faultSetups, ",")+")")
 	faults := flag.Bool("faults", false, "fault runs: the Tollgate-on-Redis setups with a concurrency limit, one replica killed mid-call and Redis restarted empty mid-run")
@@ -79,7 +88,7 @@ func main() {
 	defer cancel()
 	cfg := config{
 		replicas: *replicas, window: *duration, drain: *drain, rate: *rate, seed: *seed, out: *out, redisPath: *redisPath,
-		limits: limits{Period: *period, Requests: *requests, InputTokens: *inputTokens, OutputTokens: *outputTokens, Density: *density},
+		limits: limits{Period: *period, Requests: *requests, InputTokens: *inputTokens, OutputTokens: *outputTokens, Density: *density, Window: *window},
 		only:   *only, faults: *faults, concurrency: *concurrency,
 	}
 	if *tf.on {
@@ -134,6 +143,9 @@ func (c config) validate() error {
 		return fmt.Errorf("-replicas %d with -faults: use at least 2, one to kill and one to finish the work", c.replicas)
 	case c.faults && c.concurrency < 1:
 		return fmt.Errorf("-concurrency %d: use at least 1 call in flight", c.concurrency)
+	}
+	if err := c.limits.validateWindow(); err != nil {
+		return err
 	}
 	_, err := c.pick(setups(c.limits, ""))
 	return err
@@ -277,6 +289,9 @@ func run(ctx context.Context, cfg config) error {
 	}
 
 	fmt.Println()
+	if note := cfg.limits.windowNote(); note != "" {
+		fmt.Printf("The %s.\n", note)
+	}
 	if err := printTable(os.Stdout, results, cfg.faults); err != nil {
 		return err
 	}
@@ -350,6 +365,9 @@ func writeOutputs(dir string, l limits, results []Result, panels []panel) error 
 	}
 	sub := fmt.Sprintf("limit %d requests + %d input tokens per %s (a minute compressed); provider counts %g× characters/4",
 		l.Requests, l.InputTokens, l.Period, l.Density)
+	if note := l.windowNote(); note != "" {
+		sub += "\n" + note
+	}
 	return writeChart(filepath.Join(dir, "fleet.png"), sub, panels)
 }
 

@@ -94,7 +94,7 @@ func (c tenantConfig) validate() error {
 	case !(c.limits.Density > 0 && c.limits.Density <= llmsim.MaxDensity):
 		return fmt.Errorf("-density %g is out of range: use a ratio in (0, %d]", c.limits.Density, llmsim.MaxDensity)
 	}
-	return nil
+	return c.limits.validateWindow()
 }
 
 // trickleFor is how long the trickle tenant sends: as long as the account
@@ -180,6 +180,9 @@ func runTenants(ctx context.Context, cfg tenantConfig) error {
 		results = append(results, rs...)
 	}
 	fmt.Println()
+	if note := cfg.limits.windowNote(); note != "" {
+		fmt.Printf("The %s.\n", note)
+	}
 	if err := printTenantTable(os.Stdout, results); err != nil {
 		return err
 	}

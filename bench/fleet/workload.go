@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -23,6 +24,12 @@ type limits struct {
 	// Density is how many tokens the provider counts per characters/4
 	// (llmsim.Model.Density): what Tollgate must learn, not assume.
 	Density float64
+	// Window is -window: the fraction of Period over which the provider
+	// also enforces each limit (llmsim.Model.Window), e.g. 1/60 for a
+	// per-minute limit enforced per second. 0 and 1 mean the whole period.
+	// Tollgate's policy is not told: the governor does not know the
+	// provider's shape.
+	Window float64
 	// Concurrency, when positive, is the policy's limit on calls in flight
 	// at once (quota.Concurrent). The provider does not enforce it; llmsim
 	// counts the calls it holds (llmsim.Sim.InFlight), so a run shows
@@ -41,8 +48,50 @@ func (l limits) simModel(name string) llmsim.Model {
 		InputTokensPerMinute:  l.InputTokens,
 		OutputTokensPerMinute: l.OutputTokens,
 		Period:                l.Period,
+		Window:                l.enforcement(),
 		Density:               l.Density,
 	}
+}
+
+// enforcement is the provider's enforcement window as a duration, for
+// llmsim.Model.Window: Window × Period, or 0 (the whole period) when Window
+// is 0 or 1.
+func (l limits) enforcement() time.Duration {
+	if l.Window <= 0 || l.Window >= 1 {
+		return 0
+	}
+	return time.Duration(float64(l.Period) * l.Window)
+}
+
+// validateWindow reports a bad -window: a fraction outside (0, 1], or one
+// whose share of Period is less than a nanosecond. Period must be positive.
+func (l limits) validateWindow() error {
+	switch {
+	case !(l.Window > 0 && l.Window <= 1):
+		return fmt.Errorf("-window %g is out of range: use a fraction of -period in (0, 1], e.g. 0.0167 (1/60) for a per-minute limit enforced per second, 0.1667 (1/6) per 10 s, or 1 for the whole period", l.Window)
+	case l.Window < 1 && l.enforcement() <= 0:
+		return fmt.Errorf("-window %g of -period %s is less than a nanosecond: use a larger fraction, e.g. 0.0167 (1/60)", l.Window, l.Period)
+	}
+	return nil
+}
+
+// windowNote states the provider's enforcement window for the chart's title
+// and the table's header, e.g. "provider enforces each limit over 1/60 of
+// its period (16.7ms)"; "" when it is the whole period.
+func (l limits) windowNote() string {
+	w := l.enforcement()
+	if w <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("provider enforces each limit over %s of its period (%s)", fraction(l.Window), w.Round(100*time.Microsecond))
+}
+
+// fraction writes f as 1/n when it is within 1% of one, else as a decimal.
+func fraction(f float64) string {
+	if n := math.Round(1 / f); n >= 2 && math.Abs(1/f-n) < 0.01*n {
+		return fmt.Sprintf("1/%.0f", n)
+	}
+	return fmt.Sprintf("%.4g", f)
 }
 
 // policy is Tollgate's budget for the model: the provider's limits exactly,
@@ -63,6 +112,9 @@ func (l limits) policy() quota.Policy {
 func (l limits) String() string {
 	s := fmt.Sprintf("%d requests, %d input tokens, %d output tokens per %s (a per-minute limit refilled every %s: time compressed %.0f×); it counts %g× characters/4 tokens",
 		l.Requests, l.InputTokens, l.OutputTokens, l.Period, l.Period, time.Minute.Seconds()/l.Period.Seconds(), l.Density)
+	if note := l.windowNote(); note != "" {
+		s += "; the " + note + ", which Tollgate's policy does not know"
+	}
 	if l.Concurrency > 0 {
 		s += fmt.Sprintf(". Tollgate's policy adds a limit of %d calls in flight at once", l.Concurrency)
 	}
