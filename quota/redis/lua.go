@@ -270,8 +270,7 @@ local function learn(sample, minR, maxR, half)
   if s > maxR then s = maxR end
   local p1 = tonumber(st['e1'] or '') or cur
   local p2 = tonumber(st['e2'] or '') or cur
-  local lo, hi = s, p1
-  if lo > hi then lo, hi = hi, lo end
+  local lo, hi = math.min(s, p1), math.max(s, p1) -- no swap: gopher-lua (miniredis) gets a, b = b, a wrong
   local top = hi
   if p2 > top then top = p2 end
   if hi > p2 then hi = p2 end
@@ -384,7 +383,7 @@ local PLACEHOLDER = '\0lost ' -- a placeholder lease's name, before rv and its n
 -- the caller's name for it and now, so that it differs from every epoch
 -- anyone saw.
 local function begin(b)
-  return (tonumber(string.match(b.known, '^(%d+)%.')) or 0) + 1 .. '.' .. epochName .. '@' .. nowS
+  return (tonumber((string.match(b.known, '^(%d+)%.'))) or 0) + 1 .. '.' .. epochName .. '@' .. nowS -- (…) is one value: gopher-lua's match returns none on a miss
 end
 
 -- seen returns the use of budget b's j-th daily limit a's current window
