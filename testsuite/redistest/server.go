@@ -134,6 +134,17 @@ func StartProcess(t testing.TB, why string) *Server {
 	return s
 }
 
+// StartMini starts an in-process miniredis, whatever the machine has, and
+// stops it at t.Cleanup: for tests that show code runs on the stand-in a
+// machine without redis-server uses (its Lua is gopher-lua, not Redis's).
+func StartMini(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{t: t, backend: Mini}
+	s.startMini()
+	t.Cleanup(s.shutdown)
+	return s
+}
+
 // serverName is the redis-server binary the environment names.
 func serverName(getenv func(string) string) string {
 	if name := getenv(EnvServer); name != "" {

@@ -232,9 +232,8 @@ func TestFindCLI(t *testing.T) {
 }
 
 func TestMiniBackendStopAndRestart(t *testing.T) {
-	s := &Server{t: t, backend: Mini}
-	s.startMini()
-	t.Cleanup(s.shutdown)
+	s := StartMini(t)
+	require.Equal(t, Mini, s.Backend())
 	ctx := context.Background()
 	rdb := s.Client()
 	require.NoError(t, rdb.Set(ctx, "k", "v", 0).Err())
