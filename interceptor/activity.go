@@ -144,6 +144,11 @@ func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteA
 	if d.Outcome != quota.Granted {
 		return nil, a.wait(ctx, c, d)
 	}
+	if d.Start > 0 {
+		if err := a.pace(ctx, c, d); err != nil {
+			return nil, err
+		}
+	}
 	a.root.counters.admitted.Add(1)
 	c.charged = d.Charged
 	if c.charged == (quota.Cost{}) { // a store that does not report it
@@ -268,6 +273,32 @@ func (a *activityInbound) wait(ctx context.Context, c *call, d quota.Decision) e
 	})
 }
 
+// pace waits for a granted call's start: in the activity when it is due
+// within PaceWithin, else by ending the attempt with a retry due
+// PaceWithin/2 before it, the grant kept for the next attempt.
+func (a *activityInbound) pace(ctx context.Context, c *call, d quota.Decision) error {
+	o := &a.root.opts
+	if d.Start > o.PaceWithin {
+		a.root.counters.queued.Add(1)
+		a.root.ins.retry(ctx, c.r.Key, "quota", d.Start)
+		c.att.saveIfSpent(ctx, a.out)
+		return temporal.NewApplicationErrorWithOptions(
+			fmt.Sprintf("tollgate: %s granted, starting in %s (paced by its limits' burst)", c.r.Key, d.Start.Round(time.Millisecond)),
+			tollgate.QuotaRefused, temporal.ApplicationErrorOptions{
+				NextRetryDelay: max(d.Start-o.PaceWithin/2, minNextRetryDelay),
+				Category:       temporal.ApplicationErrorCategoryBenign,
+			})
+	}
+	t := time.NewTimer(d.Start)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func scheduleToCloseDeadline(info activity.Info) (time.Time, bool) {
 	if info.ScheduleToCloseTimeout <= 0 || info.ScheduledTime.IsZero() {
 		return time.Time{}, false
@@ -329,7 +360,11 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 		if v.HasRetryAfter {
 			wait = v.RetryAfter // capped by the Classifier's MaxRetryAfter
 		}
-		a.pause(ctx, c.r.Key, wait, "provider "+v.Class.String())
+		reason := "provider " + v.Class.String()
+		if v.Class == classify.RateLimited {
+			reason = quota.RateLimitedPause // teaches the key's margin too
+		}
+		a.pause(ctx, c.r.Key, wait, reason)
 		if c.att.spend(&c.att.budget.RateLimited) > o.EscalateAfter {
 			if err := a.escalate(ctx, c, "rate_limited", wait); err != nil {
 				return err

@@ -24,6 +24,7 @@ const (
 	DefaultStoreRetry        = time.Second
 	DefaultSpendCapPause     = time.Hour
 	DefaultRetryMargin       = 25 * time.Millisecond
+	DefaultPaceWithin        = time.Second
 	minNextRetryDelay        = 10 * time.Millisecond
 	defaultStoreCallDeadline = 5 * time.Second
 )
@@ -96,6 +97,14 @@ type Options struct {
 	// a hair early and be refused. The margin shifts every release by the
 	// same amount, so it costs no throughput. Default 25 ms.
 	RetryMargin time.Duration
+	// PaceWithin is the longest a granted call waits in its activity for
+	// its start (quota.Decision.Start: the store spaces the starts of
+	// calls by the limits' bursts, see quota.Limit.Burst), holding its
+	// worker slot: a shorter sleep than a scheduled retry's own delay,
+	// and as precise as the worker's timer. A call whose start is further
+	// off ends its attempt with a scheduled retry due PaceWithin/2 before
+	// its start, keeping its grant. Default 1 s.
+	PaceWithin time.Duration
 	// SpendCapPause is how long a key is paused after a spend cap whose
 	// reset time the provider did not say. Default 1 h.
 	SpendCapPause time.Duration
@@ -137,6 +146,7 @@ func (o Options) withDefaults() (Options, error) {
 		{"StoreRetry", &o.StoreRetry, DefaultStoreRetry},
 		{"SpendCapPause", &o.SpendCapPause, DefaultSpendCapPause},
 		{"RetryMargin", &o.RetryMargin, DefaultRetryMargin},
+		{"PaceWithin", &o.PaceWithin, DefaultPaceWithin},
 	} {
 		if *f.v < 0 {
 			return o, fmt.Errorf("interceptor: Options.%s is %s: use a positive duration, or 0 for the default %s", f.name, *f.v, f.def)

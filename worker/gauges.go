@@ -25,6 +25,15 @@ const (
 	// provider counts per estimated prompt token) on each axis it scales:
 	// tollgate_estimate_ratio{key,axis} in Prometheus.
 	MetricEstimateRatio = "tollgate.estimate.ratio"
+	// MetricBucketBurst is how much of each key's bucket axis may start at
+	// once (its burst, after the learned margin):
+	// tollgate_bucket_burst{key,axis}.
+	MetricBucketBurst = "tollgate.bucket.burst"
+	// MetricMargin is what each key learned of its provider's limiter from
+	// its 429s: the share of its bursts and of its rates it uses, in (0,
+	// 1], 1 before any lesson: tollgate_margin{key,part} with part burst
+	// or rate.
+	MetricMargin = "tollgate.margin"
 	// MetricLineQueued is how many calls wait in each account's line for
 	// capacity, per tenant: tollgate_line_queued{key,tenant} in
 	// Prometheus, key naming the account and tenant as Tollgate's other
@@ -64,6 +73,16 @@ func registerGauges(meter metric.Meter, store quota.Store, b Budgets) error {
 	if err != nil {
 		return err
 	}
+	burst, err := meter.Float64ObservableGauge(MetricBucketBurst,
+		metric.WithDescription("Units of each key's bucket axis that may start at once: its burst, after the learned margin."))
+	if err != nil {
+		return err
+	}
+	margin, err := meter.Float64ObservableGauge(MetricMargin,
+		metric.WithDescription("Share of each key's bursts (part=burst) and rates (part=rate) it uses, as learned from the provider's 429s; 1 before any."))
+	if err != nil {
+		return err
+	}
 	queued, err := meter.Int64ObservableGauge(MetricLineQueued,
 		metric.WithDescription("Calls waiting in each account's line for capacity, per tenant (named, other or none)."))
 	if err != nil {
@@ -90,7 +109,13 @@ func registerGauges(meter metric.Meter, store quota.Store, b Budgets) error {
 				if l.Axis.Calibrated() {
 					o.ObserveFloat64(ratio, snap.EstimateRatio, attrs)
 				}
+				if l.Axis.Kind() == quota.Bucket {
+					o.ObserveFloat64(burst, l.Burst, attrs)
+				}
 			}
+			m := snap.Margin.OrNone()
+			o.ObserveFloat64(margin, m.Burst, metric.WithAttributes(key, attribute.String("part", "burst")))
+			o.ObserveFloat64(margin, m.Rate, metric.WithAttributes(key, attribute.String("part", "rate")))
 			var p int64
 			if snap.PausedUntil.After(snap.At) {
 				p = 1
@@ -101,7 +126,7 @@ func registerGauges(meter metric.Meter, store quota.Store, b Budgets) error {
 			}
 		}
 		return nil
-	}, avail, capacity, paused, ratio, queued, lineCost)
+	}, avail, capacity, paused, ratio, burst, margin, queued, lineCost)
 	return err
 }
 

@@ -67,9 +67,11 @@ func (b Budgets) Tenants() []string {
 //	      tokens_per_day: 0
 //	      zone: America/Los_Angeles   # midnight of this zone resets the daily limits; default UTC
 //	      concurrency: 20
+//	      burst: 1s                 # how much of each per-minute limit may start at once; default 1s, 1m for all of it
 //	    headroom: 0.1             # fraction kept unused
 //	    priority_reserve: 0.2     # fraction low-priority calls may not use
 //	    max_wait: 5m              # longest place in line; default 5m
+//	    lease_ttl: 10m            # longest a grant lives unrenewed (a crashed worker's slot); default 10m
 //	    adopt_observed_limits: false
 //	    calibration:              # learning what the provider counts per estimated prompt token
 //	      off: false              # true charges characters/4 as is
@@ -92,6 +94,7 @@ type policyEntry struct {
 	Headroom            float64            `yaml:"headroom"`
 	PriorityReserve     float64            `yaml:"priority_reserve"`
 	MaxWait             time.Duration      `yaml:"max_wait"`
+	LeaseTTL            time.Duration      `yaml:"lease_ttl"`
 	AdoptObservedLimits bool               `yaml:"adopt_observed_limits"`
 	Calibration         calibrationEntry   `yaml:"calibration"`
 	Fallbacks           []string           `yaml:"fallbacks"`
@@ -105,14 +108,15 @@ type calibrationEntry struct {
 }
 
 type limitsEntry struct {
-	RequestsPerMinute     int64  `yaml:"requests_per_minute"`
-	TokensPerMinute       int64  `yaml:"tokens_per_minute"`
-	InputTokensPerMinute  int64  `yaml:"input_tokens_per_minute"`
-	OutputTokensPerMinute int64  `yaml:"output_tokens_per_minute"`
-	RequestsPerDay        int64  `yaml:"requests_per_day"`
-	TokensPerDay          int64  `yaml:"tokens_per_day"`
-	Zone                  string `yaml:"zone"`
-	Concurrency           int64  `yaml:"concurrency"`
+	RequestsPerMinute     int64         `yaml:"requests_per_minute"`
+	TokensPerMinute       int64         `yaml:"tokens_per_minute"`
+	InputTokensPerMinute  int64         `yaml:"input_tokens_per_minute"`
+	OutputTokensPerMinute int64         `yaml:"output_tokens_per_minute"`
+	RequestsPerDay        int64         `yaml:"requests_per_day"`
+	TokensPerDay          int64         `yaml:"tokens_per_day"`
+	Zone                  string        `yaml:"zone"`
+	Concurrency           int64         `yaml:"concurrency"`
+	Burst                 time.Duration `yaml:"burst"`
 }
 
 // PolicyError reports a bad field of a policies file, by its path in the
@@ -281,11 +285,21 @@ func (e policyEntry) policy(field string) (quota.Policy, error) {
 			p.Limits = append(p.Limits, a.lim(a.v))
 		}
 	}
+	if l.Burst < 0 || l.Burst > time.Minute {
+		return p, &PolicyError{Field: field + ".limits.burst", Value: l.Burst.String(), Problem: "is not within a minute",
+			Fix: "use e.g. 1s (one second's worth of each per-minute limit at once, the default), or 1m to let a whole minute's worth go at once"}
+	}
+	for i := range p.Limits {
+		if p.Limits[i].Axis.Kind() == quota.Bucket {
+			p.Limits[i] = p.Limits[i].WithBurst(l.Burst)
+		}
+	}
 	if len(p.Limits) == 0 {
 		return p, &PolicyError{Field: field + ".limits", Problem: "sets no limit",
 			Fix: "set at least one, e.g. requests_per_minute: 500 (the provider's published limit)"}
 	}
 	p.Headroom, p.PriorityReserve, p.MaxWait, p.AdoptObservedLimits = e.Headroom, e.PriorityReserve, e.MaxWait, e.AdoptObservedLimits
+	p.LeaseTTL = e.LeaseTTL
 	switch {
 	case e.Tenant == "" && e.Weight != 0:
 		return p, &PolicyError{Field: field + ".weight", Value: strconv.FormatFloat(e.Weight, 'g', -1, 64), Problem: "is set on an account's entry (no tenant)",

@@ -23,9 +23,11 @@ func TestParsePoliciesReadsEveryField(t *testing.T) {
       tokens_per_day: 5000000
       zone: America/Los_Angeles
       concurrency: 20
+      burst: 2s
     headroom: 0.1
     priority_reserve: 0.2
     max_wait: 2m
+    lease_ttl: 90s
     adopt_observed_limits: true
     calibration: {min_ratio: 0.8, max_ratio: 2, half_life: 30m}
     fallbacks: [anthropic/claude-3-5-haiku-latest]
@@ -40,9 +42,17 @@ func TestParsePoliciesReadsEveryField(t *testing.T) {
 	require.Equal(t, 0.1, p.Headroom)
 	require.Equal(t, 0.2, p.PriorityReserve)
 	require.Equal(t, 2*time.Minute, p.MaxWait)
+	require.Equal(t, 90*time.Second, p.LeaseTTL)
+	l, ok := p.Limit(quota.Tokens)
+	require.True(t, ok)
+	require.Equal(t, 2*time.Second, l.Burst, "burst applies to every per-minute limit")
+	_, p, _ = b.Policies.Lookup(quota.Key{Provider: "anthropic", Model: "claude-3-5-haiku-latest"})
+	l, _ = p.Limit(quota.Requests)
+	require.Equal(t, time.Second, l.BurstTime(), "the default: a second of a per-minute limit")
+	_, p, _ = b.Policies.Lookup(key)
 	require.True(t, p.AdoptObservedLimits)
 	require.Equal(t, quota.Calibration{MinRatio: 0.8, MaxRatio: 2, HalfLife: 30 * time.Minute}, p.Calibration)
-	l, ok := p.Limit(quota.RequestsPerDay)
+	l, ok = p.Limit(quota.RequestsPerDay)
 	require.True(t, ok)
 	require.Equal(t, int64(10000), l.Capacity)
 	require.Equal(t, "America/Los_Angeles", l.Zone().String())
@@ -70,6 +80,9 @@ func TestParsePoliciesRejectsEachBadField(t *testing.T) {
 		{"bad zone", "policies:\n  - provider: openai\n    model: gpt-4o\n    limits: {requests_per_day: 5, zone: Mars/Olympus}\n", "policies[0].limits.zone \"Mars/Olympus\" is not a time zone"},
 		{"headroom of one", "policies:\n  - provider: openai\n    model: gpt-4o\n    limits: {requests_per_minute: 10}\n    headroom: 1\n", "policies[0].headroom \"1\" must be in [0, 1)"},
 		{"priority reserve negative", "policies:\n  - provider: openai\n    model: gpt-4o\n    limits: {requests_per_minute: 10}\n    priority_reserve: -0.1\n", "policies[0].priority_reserve"},
+		{"negative burst", "policies:\n" + ok[:len(ok)-2] + ", burst: -1s}\n", `policies[0].limits.burst "-1s" is not within a minute`},
+		{"burst over a minute", "policies:\n" + ok[:len(ok)-2] + ", burst: 2m}\n", `policies[0].limits.burst "2m0s" is not within a minute`},
+		{"negative lease ttl", "policies:\n" + ok + "    lease_ttl: -1s\n", `policies[0].lease_ttl "-1s" is negative`},
 		{"negative max wait", "policies:\n  - provider: openai\n    model: gpt-4o\n    limits: {requests_per_minute: 10}\n    max_wait: -1m\n", "policies[0].max_wait"},
 		{"calibration ratio above one", "policies:\n" + ok + "    calibration: {min_ratio: 1.5}\n", `policies[0].calibration.min_ratio "1.5" is not in (0, 1]`},
 		{"calibration half-life too short", "policies:\n" + ok + "    calibration: {half_life: 1ms}\n", `policies[0].calibration.half_life "1ms" is below 1s`},

@@ -83,7 +83,7 @@ func redactURL(s string) string {
 // writeLines).
 func writeStatus(ctx context.Context, out io.Writer, store quota.Store, ps quota.Policies) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tAXIS\tCAPACITY\tAVAILABLE\tFILL\tESTIMATE\tNOTE")
+	fmt.Fprintln(tw, "KEY\tAXIS\tCAPACITY\tBURST\tAVAILABLE\tFILL\tESTIMATE\tNOTE")
 	var lines []quota.Snapshot
 	for _, k := range ps.Keys() {
 		snap, err := store.Snapshot(ctx, k)
@@ -98,7 +98,7 @@ func writeStatus(ctx context.Context, out io.Writer, store quota.Store, ps quota
 		}
 		note := statusNote(snap)
 		if len(snap.Axes) == 0 {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%s\n", k, note)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t%s\n", k, note)
 		}
 		for i, l := range snap.Axes {
 			n := ""
@@ -112,7 +112,14 @@ func writeStatus(ctx context.Context, out io.Writer, store quota.Store, ps quota
 			if l.Axis.Calibrated() {
 				estimate = "×" + strconv.FormatFloat(snap.EstimateRatio, 'f', 2, 64)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", k, l.Axis, l.Capacity,
+			burst := "-"
+			if l.Axis.Kind() == quota.Bucket {
+				burst = strconv.FormatFloat(l.Burst, 'f', -1, 64)
+				if len(burst) > 8 {
+					burst = strconv.FormatFloat(l.Burst, 'f', 2, 64)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", k, l.Axis, l.Capacity, burst,
 				strconv.FormatFloat(l.Available, 'f', 1, 64), bar(l.Available, l.Capacity, 10), estimate, n)
 		}
 	}
@@ -151,6 +158,20 @@ func writeLines(out io.Writer, ps quota.Policies, snaps []quota.Snapshot) error 
 // a provider's 429, or closed until a spend cap or daily quota resets (a
 // Gemini key until midnight in Los Angeles), with the time it reopens.
 func statusNote(snap quota.Snapshot) string {
+	return joinNote(pausedNote(snap), marginNote(snap.Margin))
+}
+
+// marginNote says what the key learned of its provider's limiter, when it
+// learned anything: the shares of its bursts and rates it now uses.
+func marginNote(m quota.Margin) string {
+	if m.OrNone() == quota.NoMargin {
+		return ""
+	}
+	return fmt.Sprintf("margin: burst ×%.2f, rate ×%.3f (learned from the provider's 429s)", m.Burst, m.Rate)
+}
+
+// pausedNote says whether and until when a key is paused.
+func pausedNote(snap quota.Snapshot) string {
 	if !snap.PausedUntil.After(snap.At) {
 		return ""
 	}
@@ -165,6 +186,9 @@ func statusNote(snap quota.Snapshot) string {
 func joinNote(a, b string) string {
 	if a == "" {
 		return b
+	}
+	if b == "" {
+		return a
 	}
 	return a + "; " + b
 }

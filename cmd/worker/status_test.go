@@ -62,10 +62,10 @@ func TestStatusShowsWhatTheFleetSpentInRedis(t *testing.T) {
 	require.Equal(t, 600.0, available(t, out.String(), "openai/default/gpt-4o", "requests", 600), "untouched keys stay full")
 }
 
-// available reads one row's AVAILABLE column from writeStatus's table.
+// available reads one row's AVAILABLE column (after BURST) from writeStatus's table.
 func available(t *testing.T, table, key, axis string, capacity int) float64 {
 	t.Helper()
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `\s+` + axis + `\s+` + strconv.Itoa(capacity) + `\s+(-?[0-9.]+)\s`)
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `\s+` + axis + `\s+` + strconv.Itoa(capacity) + `\s+\S+\s+(-?[0-9.]+)\s`)
 	m := re.FindStringSubmatch(table)
 	require.NotNil(t, m, "no %s %s row with capacity %d in:\n%s", key, axis, capacity, table)
 	v, err := strconv.ParseFloat(m[1], 64)
