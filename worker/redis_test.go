@@ -93,27 +93,26 @@ func TestStoreOnARedisCluster(t *testing.T) {
 	require.Less(t, snap.Axes[0].Available, float64(snap.Axes[0].Capacity-19), "the other client sees the spent budget")
 }
 
-// The worker warns at start when Redis may evict keys without a TTL, says
-// nothing for policies that cannot, and starts quietly when CONFIG is not
-// available.
+// openLogs opens the worker's store on the Redis at url and returns what it
+// logged.
+func openLogs(t *testing.T, url string) string {
+	t.Helper()
+	var logs syncbuf.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{{Provider: "openai", Model: "gpt-4o-mini"}: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 60)}}})
+	require.NoError(t, err)
+	_, closeStore, err := openStore(Config{RedisURL: url}, ps, noop.NewMeterProvider().Meter(""), logger)
+	require.NoError(t, err)
+	require.NoError(t, closeStore())
+	return logs.String()
+}
+
+// The worker warns at start when Redis may evict keys without a TTL, and
+// says nothing for policies that cannot.
 func TestWarnsWhenRedisMayEvictBudgets(t *testing.T) {
-	srv := redistest.StartServer(t)
-	if srv.Backend() == redistest.Mini {
-		t.Skip("miniredis has no CONFIG; the real redis-server is needed")
-	}
+	srv := redistest.StartProcess(t, "CONFIG SET maxmemory-policy") // miniredis has no CONFIG
 	admin := srv.Client()
 	ctx := context.Background()
-	open := func(url string) string {
-		t.Helper()
-		var logs syncbuf.Buffer
-		logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{{Provider: "openai", Model: "gpt-4o-mini"}: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 60)}}})
-		require.NoError(t, err)
-		_, closeStore, err := openStore(Config{RedisURL: url}, ps, noop.NewMeterProvider().Meter(""), logger)
-		require.NoError(t, err)
-		require.NoError(t, closeStore())
-		return logs.String()
-	}
 	for _, tc := range []struct {
 		policy string
 		warns  bool
@@ -123,7 +122,7 @@ func TestWarnsWhenRedisMayEvictBudgets(t *testing.T) {
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
 			require.NoError(t, admin.ConfigSet(ctx, "maxmemory-policy", tc.policy).Err())
-			logs := open(srv.URL())
+			logs := openLogs(t, srv.URL())
 			if tc.warns {
 				require.Contains(t, logs, "level=WARN")
 				require.Contains(t, logs, "maxmemory-policy is "+tc.policy)
@@ -133,11 +132,12 @@ func TestWarnsWhenRedisMayEvictBudgets(t *testing.T) {
 			}
 		})
 	}
+}
 
-	t.Run("CONFIG unavailable", func(t *testing.T) {
-		mini := miniredis.RunT(t) // answers CONFIG with "unknown command", as a server with CONFIG renamed away does
-		logs := open("redis://" + mini.Addr() + "/0")
-		require.NotContains(t, logs, "level=WARN", logs)
-		require.Contains(t, logs, "could not read Redis maxmemory-policy")
-	})
+// The worker starts quietly when CONFIG is not available.
+func TestStartsWhenRedisHasNoCONFIG(t *testing.T) {
+	mini := miniredis.RunT(t) // answers CONFIG with "unknown command", as a server with CONFIG renamed away does
+	logs := openLogs(t, "redis://"+mini.Addr()+"/0")
+	require.NotContains(t, logs, "level=WARN", logs)
+	require.Contains(t, logs, "could not read Redis maxmemory-policy")
 }
