@@ -49,7 +49,7 @@ const (
 	MinRateMargin  = 0.8
 	// BurstCut and RateCut multiply a key's margin on a lesson.
 	BurstCut = 0.5
-	RateCut  = 0.97
+	RateCut  = 0.98
 	// BurstGain and RateGain are what each call settled with its usage
 	// counted adds back, up to 1.
 	BurstGain = 1.0 / 200
