@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/interceptor"
+	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
 	"github.com/tollgate/tollgate/workflows"
 )
@@ -107,8 +108,9 @@ func (t *tally) done() int64 { return t.completed.Load() + t.failed.Load() }
 
 // runDemo runs the workload on the embedded defaults (whatever Temporal and
 // store cfg names; always the simulated providers), shows progress on out
-// and returns 0 when everything behaved as designed.
-func runDemo(ctx context.Context, cfg config, p plan, out, errOut io.Writer, tty bool) int {
+// and returns 0 when everything behaved as designed. clock times the run,
+// and says whether a day ended during it.
+func runDemo(ctx context.Context, cfg config, p plan, clock quota.Clock, out, errOut io.Writer, tty bool) int {
 	var level slog.LevelVar
 	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: &level}))
 	if !cfg.simulated() {
@@ -124,7 +126,7 @@ func runDemo(ctx context.Context, cfg config, p plan, out, errOut io.Writer, tty
 		logger.Info("demo: runs on the default simulator profile (its workload needs those models); ignoring SIM_CONFIG", "file", cfg.SimConfig)
 		cfg.SimConfig = ""
 	}
-	start := time.Now()
+	start := clock.Now()
 	a, err := startApp(ctx, cfg, logger)
 	if err != nil {
 		fmt.Fprintln(errOut, "demo:", err)
@@ -148,7 +150,14 @@ func runDemo(ctx context.Context, cfg config, p plan, out, errOut io.Writer, tty
 
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
-	run := time.Now().Format("150405")
+	// Closings are recorded as they happen: a key closed until midnight
+	// may have reopened by the end of the run.
+	watch := newClosures(w.Store(), w.Budgets().Policies.Keys())
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watched := make(chan struct{})
+	go func() { defer close(watched); watch.watch(watchCtx) }()
+	run := clock.Now().Format("150405")
 	jobs := p.jobs(run)
 	var t tally
 	var wg sync.WaitGroup
@@ -185,7 +194,7 @@ func runDemo(ctx context.Context, cfg config, p plan, out, errOut io.Writer, tty
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
 
-	view := &progress{out: out, tty: tty, w: w, plan: p, tally: &t, start: start}
+	view := &progress{out: out, tty: tty, w: w, plan: p, tally: &t, clock: clock, start: start}
 	every := 5 * time.Second
 	if tty {
 		every = 250 * time.Millisecond
@@ -206,14 +215,18 @@ loop:
 		}
 	}
 	view.draw(context.Background())
-	return summarize(out, w, sim, p, &t, time.Since(start))
+	stopWatch()
+	<-watched
+	watch.observe(context.Background())
+	return summarize(out, w, sim, p, &t, watch, start, clock.Now())
 }
 
 // verdict checks the run against the design: every workflow completed, the
 // primary (governed by a policy matching its limit) never answered 429, each
 // reactive layer showed itself at least once, and the Gemini key was closed
-// until midnight in Los Angeles by its daily quota.
-func verdict(n int, st interceptor.Stats, t *tally, primary429 int64, dailyClosed bool) []string {
+// until midnight in Los Angeles by its daily quota, unless the day ended
+// there during the run (see dailyClose).
+func verdict(n int, st interceptor.Stats, t *tally, primary429 int64, gemini dailyClose) []string {
 	var bad []string
 	if c := t.completed.Load(); c != int64(n) {
 		bad = append(bad, fmt.Sprintf("completed=%d, want every one of the %d workflows", c, n))
@@ -230,8 +243,8 @@ func verdict(n int, st interceptor.Stats, t *tally, primary429 int64, dailyClose
 	if st.SpendCapped < 1 {
 		bad = append(bad, "no spend cap was reached")
 	}
-	if !dailyClosed {
-		bad = append(bad, "the Gemini key is not closed until midnight America/Los_Angeles by its daily quota")
+	if !gemini.asDesigned() {
+		bad = append(bad, "the Gemini key was not closed until midnight America/Los_Angeles by its daily quota, and no midnight passed there during the run")
 	}
 	return bad
 }

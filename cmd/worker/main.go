@@ -32,6 +32,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"golang.org/x/term"
 
+	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/worker"
 )
 
@@ -82,7 +83,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	switch cmd {
 	case "demo":
-		return runDemo(ctx, cfg, defaultPlan(), stdout, stderr, isTerminal(stdout))
+		return runDemo(ctx, cfg, defaultPlan(), quota.SystemClock{}, stdout, stderr, isTerminal(stdout))
 	case "status":
 		logger, _ := worker.NewLogger(stderr, "warn")
 		// go-redis logs each failed dial itself; status reports the

@@ -24,6 +24,7 @@ type progress struct {
 	w     *worker.Worker
 	plan  plan
 	tally *tally
+	clock quota.Clock
 	start time.Time
 	lines int // lines of the last block drawn (tty)
 	// closed holds the keys already reported closed (plain lines).
@@ -33,7 +34,7 @@ type progress struct {
 func (v *progress) draw(ctx context.Context) {
 	st := v.w.Stats()
 	n := v.plan.workflows()
-	elapsed := time.Since(v.start).Round(time.Second)
+	elapsed := v.clock.Now().Sub(v.start).Round(time.Second)
 	if !v.tty {
 		fmt.Fprintf(v.out, "demo: t=%s done=%d/%d failed=%d admitted=%d queued=%d refused=%d provider_429=%d escalations=%d fallbacks=%d spend_capped=%d\n",
 			elapsed, v.tally.done(), n, v.tally.failed.Load(), st.Admitted, st.Queued, st.Refused, st.ProviderRateLimited, st.Escalations, st.Fallbacks, st.SpendCapped)
@@ -135,20 +136,12 @@ func dayZone(b worker.Budgets, k quota.Key) *time.Location {
 	return time.UTC
 }
 
-// closedUntilMidnight reports whether snap shows its key closed by a daily
-// quota until a midnight in zone, ahead of it. The worker pauses the key
-// for the time until that midnight, which the store adds to its own clock,
-// so the pause ends within a second of it, not on the nanosecond.
-func closedUntilMidnight(snap quota.Snapshot, zone *time.Location) bool {
-	until := snap.PausedUntil.In(zone).Round(time.Second)
-	return snap.PauseReason == classify.DailyQuota.String() && until.After(snap.At) &&
-		until.Sub(snap.At) <= 25*time.Hour && until.Hour() == 0 && until.Minute() == 0 && until.Second() == 0
-}
-
 // summarize prints the per-model table, the verdict and the last line, and
-// returns the exit code.
-func summarize(out io.Writer, w *worker.Worker, sim *llmsim.Sim, p plan, t *tally, took time.Duration) int {
+// returns the exit code. watch holds the closings the run saw, from start to
+// end.
+func summarize(out io.Writer, w *worker.Worker, sim *llmsim.Sim, p plan, t *tally, watch *closures, start, end time.Time) int {
 	st := w.Stats()
+	took := end.Sub(start)
 	fmt.Fprintf(out, "\nsummary after %s\n\n", took.Round(100*time.Millisecond))
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "model\trole\tworkflows\tcalls received\tanswered\t429 answers\tof which spend cap\t")
@@ -169,20 +162,14 @@ func summarize(out io.Writer, w *worker.Worker, sim *llmsim.Sim, p plan, t *tall
 	fmt.Fprintf(out, "\naccount research (%s): spent %d tokens of its %d-token spend cap\n", simCapped, sim.Spent("research"), simSpendCapTokens)
 	geminiKey := quota.Key{Provider: activities.Gemini, Model: simGemini}
 	zone := dayZone(w.Budgets(), geminiKey)
+	gemini := watch.daily(geminiKey, zone, start, end)
 	snap, err := w.Store().Snapshot(context.Background(), geminiKey)
-	dailyClosed := err == nil && closedUntilMidnight(snap, zone)
-	geminiState := "open"
-	if note := pauseNote(snap, zone); err == nil && note != "" {
-		geminiState = note
+	if err != nil {
+		snap = quota.Snapshot{}
 	}
 	fmt.Fprintf(out, "project studio (%s): had %d requests left today; its key is %s; %d Gemini turns answered by %s instead\n",
-		simGemini, simGeminiRequestsPerDay, geminiState, t.geminiBackupTurns.Load(), simBackup)
-	daily := 0
-	for _, k := range w.Budgets().Policies.Keys() {
-		if s, err := w.Store().Snapshot(context.Background(), k); err == nil && s.PausedUntil.After(s.At) && s.PauseReason == classify.DailyQuota.String() {
-			daily++
-		}
-	}
+		simGemini, simGeminiRequestsPerDay, geminiState(snap, gemini, zone), t.geminiBackupTurns.Load(), simBackup)
+	daily := watch.dailyClosed(func(k quota.Key) *time.Location { return dayZone(w.Budgets(), k) })
 	fmt.Fprintf(out, "tollgate: admitted %d, queued %d, refused %d, provider 429s %d, escalations %d, fallbacks %d, spend caps %d\n",
 		st.Admitted, st.Queued, st.Refused, st.ProviderRateLimited, st.Escalations, st.Fallbacks, st.SpendCapped)
 	fmt.Fprintf(out, "workflows: %d completed, %d failed, %d turns answered by the backup model\n",
@@ -197,15 +184,39 @@ func summarize(out io.Writer, w *worker.Worker, sim *llmsim.Sim, p plan, t *tall
 	}
 	t.mu.Unlock()
 	code := 0
-	if bad := verdict(p.workflows(), st, t, sim.Stats(simPrimary).TooManyRequests, dailyClosed); len(bad) > 0 {
+	if bad := verdict(p.workflows(), st, t, sim.Stats(simPrimary).TooManyRequests, gemini); len(bad) > 0 {
 		code = 1
 		for _, b := range bad {
 			fmt.Fprintln(out, "NOT AS DESIGNED:", b)
 		}
 	} else {
-		fmt.Fprintln(out, "as designed: every workflow completed; the proactive layer queued the primary's calls, rate-limited calls escalated, the spend-capped key fell back, and the Gemini key closed until midnight Pacific and fell back")
+		fmt.Fprintln(out, "as designed: every workflow completed; the proactive layer queued the primary's calls, rate-limited calls escalated, the spend-capped key fell back, and "+geminiDesign(gemini))
 	}
 	fmt.Fprintf(out, "demo: workflows=%d completed=%d failed=%d admitted=%d queued=%d provider_429=%d escalations=%d fallbacks=%d spend_capped=%d daily_closed=%d\n",
 		p.workflows(), t.completed.Load(), t.failed.Load(), st.Admitted, st.Queued, st.ProviderRateLimited, st.Escalations, st.Fallbacks, st.SpendCapped, daily)
 	return code
+}
+
+// geminiState says how the Gemini key stands at the end of a run: closed or
+// paused now (snap), else open, and why when it closed during the run or
+// its day ended.
+func geminiState(snap quota.Snapshot, d dailyClose, zone *time.Location) string {
+	switch {
+	case pauseNote(snap, zone) != "":
+		return pauseNote(snap, zone)
+	case !d.Until.IsZero():
+		return fmt.Sprintf("open again: its daily quota closed it until %s, which passed during the run", d.Until.Format("Mon 2 Jan 15:04 MST"))
+	case d.DayEnded:
+		return fmt.Sprintf("open: the day ended in %s during the run, before the project's requests ran out", zone)
+	}
+	return "open"
+}
+
+// geminiDesign is the verdict's clause on the Gemini key of a run as
+// designed.
+func geminiDesign(d dailyClose) string {
+	if d.Until.IsZero() {
+		return "the Gemini project's day ended during the run, before its requests ran out"
+	}
+	return "the Gemini key closed until midnight Pacific and fell back"
 }
