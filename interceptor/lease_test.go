@@ -79,7 +79,7 @@ func TestLeaseOutlivesItsTTLWhileTheCallRuns(t *testing.T) {
 	e := newEnv(t, llmsim.Config{Models: simModels("unused")})
 	key := quota.Key{Provider: "openai", Model: "gpt-holder"}
 	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{key: {
-		Limits:   []quota.Limit{quota.Concurrent(1), quota.Per(quota.Tokens, 100_000, 24*time.Hour)},
+		Limits:   []quota.Limit{quota.Concurrent(1), quota.Per(quota.Tokens, 100_000, 24*time.Hour).WithBurst(24 * time.Hour)},
 		LeaseTTL: time.Second,
 	}})
 	require.NoError(t, err)
