@@ -21,7 +21,7 @@ var gpt4o = quota.Key{Provider: "openai", Model: "gpt-4o"}
 func policies(t *testing.T) quota.Policies {
 	t.Helper()
 	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{
-		gpt4o: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10)}, MaxWait: time.Second},
+		gpt4o: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10).WithBurst(time.Minute)}, MaxWait: time.Second},
 	})
 	require.NoError(t, err)
 	return ps

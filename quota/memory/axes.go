@@ -4,8 +4,6 @@ import (
 	"math"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -13,79 +11,83 @@ import (
 // adopted provider limit stays exactly representable.
 const maxCapacity = 1 << 50
 
-// bucket is one continuously refilling axis: a rate.Limiter whose burst is
-// the effective capacity and whose rate refills it once per period. Its level
-// may fall below zero: that debt is capacity promised to queued tickets.
+// bucket is one continuously refilling axis: capacity units per period,
+// earned continuously at rate, and a level that holds at most burst, the
+// part of the capacity that may go at once (see quota.Limit.Burst). A call
+// needs the level to hold its cost, or the whole burst for a call larger,
+// and takes its cost from it: the level may fall below zero, which is
+// capacity promised to queued tickets and to the calls after a large one.
+// The zero level time means full.
 type bucket struct {
 	axis     quota.Axis
 	limit    quota.Limit
 	period   time.Duration
-	capacity int64   // effective capacity, the limiter's burst
-	rate     float64 // units per second, the limiter's limit (after the margin)
-	lim      *rate.Limiter
-	// gate is the bucket's start gate (see quota's burst.go).
+	capacity int64   // effective capacity per period
+	rate     float64 // units per second, after the margin
+	burst    float64 // the most the level holds, after the margin
+	lvl      float64 // the level at at
+	at       time.Time
+	// gate is the bucket's start gate (see gate.go).
 	gate gate
 }
 
 func newBucket(l quota.Limit, capacity int64) bucket {
-	r := float64(capacity) / l.Period.Seconds()
-	return bucket{axis: l.Axis, limit: l, period: l.Period, capacity: capacity, rate: r,
-		lim: rate.NewLimiter(rate.Limit(r), int(capacity))}
+	b := bucket{axis: l.Axis, limit: l, period: l.Period, capacity: capacity}
+	b.burst, b.rate = l.Gate(capacity, quota.NoMargin)
+	return b
 }
 
-// setRate makes the bucket refill at its capacity per period times the
-// margin's rate, from now.
-func (b *bucket) setRate(now time.Time, m quota.Margin) {
-	r := float64(b.capacity) / b.period.Seconds() * m.OrNone().Rate
-	if r == b.rate {
-		return
+// level is the bucket's level at now, refilled lazily and capped at burst.
+func (b *bucket) level(now time.Time) float64 {
+	if b.at.IsZero() {
+		return b.burst
 	}
-	b.rate = r
-	b.lim.SetLimitAt(now, rate.Limit(r))
+	l := b.lvl
+	if dt := now.Sub(b.at); dt > 0 {
+		l += dt.Seconds() * b.rate
+	}
+	return math.Min(l, b.burst)
 }
 
-// level is the bucket's level at now, refilled lazily and capped at capacity.
-func (b *bucket) level(now time.Time) float64 { return b.lim.TokensAt(now) }
+// set makes l the level at now.
+func (b *bucket) set(now time.Time, l float64) { b.lvl, b.at = l, now }
 
-// charge takes n units at now (n < 0 refunds), in one step whatever n is.
-// ReserveN refuses more than the burst, so a charge above the capacity (a
-// settled overrun) raises the burst to n for the call: SetBurstAt first
-// stores the level read under the old burst, capped at the capacity, and
-// the second SetBurstAt, at the same instant, leaves the level as charged.
-// A refund is a negative reservation, which rate.Limiter caps at the burst
-// the next time it reads the level (Reservation.Cancel would refund nothing
-// once the reservation's time has passed).
+// charge takes n units at now (n < 0 refunds, never above the burst).
 func (b *bucket) charge(now time.Time, n int64) {
-	if n > b.capacity {
-		b.lim.SetBurstAt(now, int(n))
-		defer b.lim.SetBurstAt(now, int(b.capacity))
-	}
-	if !b.lim.ReserveN(now, int(n)).OK() {
-		panic("memory: rate.Limiter refused a charge within its burst")
-	}
+	b.set(now, math.Min(b.level(now)-float64(n), b.burst))
 }
 
-// lower sets the level to at most limit, never raising it. SetBurstAt stores
-// the level read under the old burst; reading it once under a burst of limit
-// caps it there, and the second SetBurstAt restores the capacity.
+// need is what the level must hold for a call costing n to go, with
+// reserve of the burst kept back: n, or the whole burst for a call larger.
+func (b *bucket) need(n int64, reserve float64) float64 {
+	return math.Min(float64(n), b.burst-reserve) + reserve
+}
+
+// lower sets the level to at most limit, never raising it.
 func (b *bucket) lower(now time.Time, limit int64) {
-	if float64(limit) >= b.level(now) {
-		return
+	if l := b.level(now); float64(limit) < l {
+		b.set(now, math.Max(float64(limit), 0))
 	}
-	b.lim.SetBurstAt(now, int(max(limit, 0)))
-	b.lim.SetBurstAt(now, int(b.capacity))
 }
 
-// resize makes capacity the bucket's effective capacity (and so its refill
-// rate capacity per period), capping the level at it.
+// resize makes capacity the bucket's effective capacity (and so its rate
+// and burst) at margin m, capping the level at the new burst.
 func (b *bucket) resize(now time.Time, capacity int64, m quota.Margin) {
 	if capacity == b.capacity {
 		return
 	}
+	l := b.level(now)
 	b.capacity = capacity
-	b.rate = float64(capacity) / b.period.Seconds() * m.OrNone().Rate
-	b.lim.SetLimitAt(now, rate.Limit(b.rate))
-	b.lim.SetBurstAt(now, int(capacity)) // every later read caps the level at it
+	b.burst, b.rate = b.limit.Gate(capacity, m)
+	b.set(now, math.Min(l, b.burst))
+}
+
+// setMargin makes the bucket's burst and rate those of margin m from now,
+// keeping its level (capped at the new burst).
+func (b *bucket) setMargin(now time.Time, m quota.Margin) {
+	l := b.level(now)
+	b.burst, b.rate = b.limit.Gate(b.capacity, m)
+	b.set(now, math.Min(l, b.burst))
 }
 
 // waitFor returns how long until the level reaches need at the bucket's rate,

@@ -17,11 +17,11 @@ func BenchmarkReserve(b *testing.B) {
 		limits []quota.Limit
 	}{
 		{"buckets", []quota.Limit{
-			quota.PerMinute(quota.Requests, 1<<40), quota.PerMinute(quota.Tokens, 1<<49),
-			quota.PerMinute(quota.InputTokens, 1<<49), quota.PerMinute(quota.OutputTokens, 1<<49),
+			quota.PerMinute(quota.Requests, 1<<40).WithBurst(time.Minute), quota.PerMinute(quota.Tokens, 1<<49).WithBurst(time.Minute),
+			quota.PerMinute(quota.InputTokens, 1<<49).WithBurst(time.Minute), quota.PerMinute(quota.OutputTokens, 1<<49).WithBurst(time.Minute),
 		}},
 		{"mixed", []quota.Limit{
-			quota.PerMinute(quota.Requests, 1<<40), quota.PerMinute(quota.Tokens, 1<<49),
+			quota.PerMinute(quota.Requests, 1<<40).WithBurst(time.Minute), quota.PerMinute(quota.Tokens, 1<<49).WithBurst(time.Minute),
 			quota.PerDay(quota.Tokens, 1<<49, time.UTC), quota.Concurrent(1 << 20),
 		}},
 	} {

@@ -2,11 +2,12 @@
 //
 // It suits a single worker, tests, and the "local" failure policy of a fleet
 // store. Every continuously refilling axis of a key (requests, tokens, input
-// and output tokens per period) is a golang.org/x/time/rate.Limiter whose
-// rate is the axis's effective capacity per period and whose burst is that
-// capacity; a charge is ReserveN, which lets the level go below zero (the
-// capacity promised to queued tickets), and a refund is ReserveN with a
-// negative count, which the limiter caps at its burst on the next read.
+// and output tokens per period) is a level dated at its last change, earned
+// back at the axis's effective capacity per period and holding at most its
+// burst (quota.Limit.Burst), as the Redis script keeps it; a charge lets the
+// level go below zero (the capacity promised to queued tickets), and a
+// refund never lifts it above the burst. Each such axis also has a start
+// gate (gate.go), charged when a call is granted, that spaces the starts.
 // Daily windows and concurrency leases are plain fields. An account's budget
 // and the budgets of the tenants nested in it form one tree with one mutex
 // and one table of tickets: every axis of every budget a call is charged to

@@ -65,15 +65,13 @@ func (ks *keyState) start(now time.Time, cost quota.Cost) time.Duration {
 		if n <= 0 {
 			continue
 		}
-		burst, rate := b.limit.Gate(b.capacity, ks.margin)
-		wait = max(wait, b.gate.startIn(now, n, burst, rate))
+		wait = max(wait, b.gate.startIn(now, n, b.burst, b.rate))
 	}
 	at := now.Add(wait)
 	for i := range ks.buckets {
 		b := &ks.buckets[i]
 		if n := float64(cost.On(b.axis)); n > 0 {
-			burst, rate := b.limit.Gate(b.capacity, ks.margin)
-			b.gate.take(at, n, burst, rate)
+			b.gate.take(at, n, b.burst, b.rate)
 		}
 	}
 	return wait
@@ -85,8 +83,7 @@ func (ks *keyState) unstart(now time.Time, cost quota.Cost) {
 	for i := range ks.buckets {
 		b := &ks.buckets[i]
 		if n := float64(cost.On(b.axis)); n > 0 {
-			burst, rate := b.limit.Gate(b.capacity, ks.margin)
-			b.gate.take(now, -n, burst, rate)
+			b.gate.take(now, -n, b.burst, b.rate)
 		}
 	}
 }
@@ -94,15 +91,15 @@ func (ks *keyState) unstart(now time.Time, cost quota.Cost) {
 // setMargin makes m the budget's margin from now: every bucket refills at
 // its rate times m's, and every gate keeps the level it has.
 func (ks *keyState) setMargin(now time.Time, m quota.Margin) {
-	old := ks.margin
-	if m == old {
+	if m == ks.margin {
 		return
 	}
 	for i := range ks.buckets {
 		b := &ks.buckets[i]
-		burst, rate := b.limit.Gate(b.capacity, old)
-		b.gate.level, b.gate.at = b.gate.levelAt(now, burst, rate), now
-		b.setRate(now, m)
+		if !b.gate.at.After(now) {
+			b.gate.level, b.gate.at = b.gate.levelAt(now, b.burst, b.rate), now
+		}
+		b.setMargin(now, m)
 	}
 	ks.margin = m
 }

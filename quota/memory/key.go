@@ -261,8 +261,7 @@ func (ks *keyState) snapshot(now time.Time) quota.Snapshot {
 		case quota.Bucket:
 			for i := range ks.buckets {
 				if b := &ks.buckets[i]; b.axis == a {
-					burst, _ := b.limit.Gate(b.capacity, ks.margin)
-					s.Axes = append(s.Axes, quota.AxisLevel{Axis: a, Capacity: b.capacity, Burst: burst, Available: b.level(now)})
+					s.Axes = append(s.Axes, quota.AxisLevel{Axis: a, Capacity: b.capacity, Burst: b.burst, Available: b.level(now)})
 				}
 			}
 		case quota.DailyWindow:

@@ -152,7 +152,11 @@ func (ks *keyState) lineWait(now time.Time, cost quota.Cost, priority quota.Prio
 	for i := range ks.buckets {
 		b := &ks.buckets[i]
 		p := part(b.axis)
-		need := float64(ahead[p]+cost.On(b.axis)) + ks.reserved(priority, b.capacity) - float64(total[p])
+		reserve := 0.0
+		if priority == quota.Low {
+			reserve = ks.policy.PriorityReserve * b.burst
+		}
+		need := float64(ahead[p]) + b.need(cost.On(b.axis), reserve) - float64(total[p])
 		if w := b.waitFor(now, need); w > wait {
 			wait, axis = w, b.axis
 		}

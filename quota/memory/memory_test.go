@@ -31,7 +31,7 @@ func TestConformance(t *testing.T) {
 
 func TestNewDefaultsToSystemClock(t *testing.T) {
 	k := quota.Key{Provider: "openai", Model: "gpt-4o"}
-	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{k: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10)}}})
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{k: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10).WithBurst(time.Minute)}}})
 	require.NoError(t, err)
 	s, err := memory.New(ps, memory.Options{})
 	require.NoError(t, err)
@@ -55,7 +55,7 @@ func TestConcurrentGrantsNeverExceedBudget(t *testing.T) {
 	)
 	k := quota.Key{Provider: "openai", Model: "gpt-4o"}
 	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{k: {
-		Limits:  []quota.Limit{quota.Per(quota.Requests, capacity, capacity*step), quota.Concurrent(leases)},
+		Limits:  []quota.Limit{quota.Per(quota.Requests, capacity, capacity*step).WithBurst(capacity * step), quota.Concurrent(leases)},
 		MaxWait: time.Nanosecond, // refuse rather than queue: every grant is immediate
 	}})
 	require.NoError(t, err)
@@ -133,7 +133,7 @@ func TestConcurrentGrantsNeverExceedBudget(t *testing.T) {
 func TestExpiredTicketsAreSwept(t *testing.T) {
 	k := quota.Key{Provider: "openai", Model: "gpt-4o"}
 	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{k: {
-		Limits:   []quota.Limit{quota.PerMinute(quota.Requests, 1<<40)},
+		Limits:   []quota.Limit{quota.PerMinute(quota.Requests, 1<<40).WithBurst(time.Minute)},
 		LeaseTTL: time.Minute,
 	}})
 	require.NoError(t, err)
@@ -178,7 +178,7 @@ func TestConcurrentTenantsNeverExceedTheAccount(t *testing.T) {
 		return tk
 	}
 	limit := func(n int64) []quota.Limit {
-		return []quota.Limit{quota.PerMinute(quota.Requests, n), quota.Concurrent(n)}
+		return []quota.Limit{quota.PerMinute(quota.Requests, n).WithBurst(time.Minute), quota.Concurrent(n)}
 	}
 	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{
 		k:           {Limits: limit(account), MaxWait: time.Nanosecond},

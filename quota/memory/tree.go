@@ -17,8 +17,7 @@ type tree struct {
 	root *keyState
 
 	// last is the latest time the tree was read at: its time never runs
-	// backwards, as rate.Limiter would refill twice the span it was set
-	// back.
+	// backwards, or a level would refill twice the span it was set back.
 	last time.Time
 
 	tickets tickets

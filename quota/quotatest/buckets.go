@@ -15,8 +15,8 @@ import (
 // and a full bucket earns nothing while idle.
 func testRefill(t *testing.T, s suite) {
 	e := s.setup(t, "refill", quota.Policy{Limits: []quota.Limit{
-		quota.PerMinute(rq, 60),    // 1 per second
-		quota.PerMinute(tk, 90000), // 1500 per second
+		quota.PerMinute(rq, 60).WithBurst(time.Minute),    // 1 per second
+		quota.PerMinute(tk, 90000).WithBurst(time.Minute), // 1500 per second
 	}})
 	e.levels(map[quota.Axis]float64{rq: 60, tk: 90000})
 	require.Equal(t, int64(60), e.axis(rq).Capacity)
@@ -43,7 +43,7 @@ func testRefill(t *testing.T, s suite) {
 // repeats earns none a second time once the clock moves on, even when a
 // refund or an observation is written while the clock is back.
 func testClockStepBack(t *testing.T, s suite) {
-	e := s.setup(t, "clock-step-back", quota.Policy{Limits: []quota.Limit{quota.PerSecond(rq, 10)}})
+	e := s.setup(t, "clock-step-back", quota.Policy{Limits: []quota.Limit{quota.PerSecond(rq, 10).WithBurst(time.Second)}})
 	e.expect(granted, "a", reqs(10))
 	e.clock.Advance(500 * time.Millisecond)
 	e.expect(granted, "b", reqs(5))
@@ -66,7 +66,7 @@ func testClockStepBack(t *testing.T, s suite) {
 // charges every axis.
 func testAllOrNothing(t *testing.T, s suite) {
 	e := s.setup(t, "all-or-nothing", quota.Policy{
-		Limits:  []quota.Limit{quota.PerMinute(rq, 10), quota.PerMinute(tk, 600)}, // tokens: 10 per second
+		Limits:  []quota.Limit{quota.PerMinute(rq, 10).WithBurst(time.Minute), quota.PerMinute(tk, 600).WithBurst(time.Minute)}, // tokens: 10 per second
 		MaxWait: 5 * time.Second,
 	})
 	e.expect(granted, "a", quota.Cost{Requests: 1, Tokens: 600})
@@ -82,7 +82,7 @@ func testAllOrNothing(t *testing.T, s suite) {
 
 	// A spent daily window refuses before any bucket is charged.
 	d := s.setup(t, "all-or-nothing-daily", quota.Policy{
-		Limits: []quota.Limit{quota.PerMinute(rq, 10), quota.PerDay(tk, 100, nil)},
+		Limits: []quota.Limit{quota.PerMinute(rq, 10).WithBurst(time.Minute), quota.PerDay(tk, 100, nil)},
 	})
 	d.expect(granted, "a", quota.Cost{Requests: 1, Tokens: 100})
 	d.expect(refused(6*time.Hour, quota.DailyLimit, tpd), "b", quota.Cost{Requests: 1, Tokens: 1})
@@ -93,7 +93,7 @@ func testAllOrNothing(t *testing.T, s suite) {
 // rate (capacity per period).
 func testHeadroom(t *testing.T, s suite) {
 	e := s.setup(t, "headroom", quota.Policy{
-		Limits:   []quota.Limit{quota.PerMinute(rq, 100), quota.PerDay(tk, 1000, nil), quota.Concurrent(10)},
+		Limits:   []quota.Limit{quota.PerMinute(rq, 100).WithBurst(time.Minute), quota.PerDay(tk, 1000, nil), quota.Concurrent(10)},
 		Headroom: 0.1,
 	})
 	snap := e.snapshot()
@@ -125,7 +125,7 @@ func testHeadroom(t *testing.T, s suite) {
 // plus the reserve; Normal callers do not.
 func testPriorityReserve(t *testing.T, s suite) {
 	e := s.setup(t, "priority-reserve", quota.Policy{
-		Limits:          []quota.Limit{quota.Per(rq, 10, 10*time.Second)}, // 1 per second, 2 reserved
+		Limits:          []quota.Limit{quota.Per(rq, 10, 10*time.Second).WithBurst(10 * time.Second)}, // 1 per second, 2 reserved
 		PriorityReserve: 0.2,
 	})
 	e.expectAs(granted, "low-a", reqs(8), quota.Low) // 8 + 2 reserved fit in 10
@@ -145,7 +145,7 @@ func testPriorityReserve(t *testing.T, s suite) {
 
 	// A fractional reserve leaves Low the whole units below it.
 	f := s.setup(t, "priority-reserve-fraction", quota.Policy{
-		Limits:          []quota.Limit{quota.Per(rq, 10, 10*time.Second)}, // 2.5 reserved
+		Limits:          []quota.Limit{quota.Per(rq, 10, 10*time.Second).WithBurst(10 * time.Second)}, // 2.5 reserved
 		PriorityReserve: 0.25,
 	})
 	requireOversize(t, f, "low-a", reqs(8), quota.Low,
@@ -207,7 +207,7 @@ func testPriorityReserve(t *testing.T, s suite) {
 // the wait, and reserves nothing; one that waits exactly MaxWait is queued.
 func testMaxWait(t *testing.T, s suite) {
 	e := s.setup(t, "max-wait", quota.Policy{
-		Limits:  []quota.Limit{quota.Per(rq, 1, time.Second)},
+		Limits:  []quota.Limit{quota.Per(rq, 1, time.Second).WithBurst(time.Second)},
 		MaxWait: 3 * time.Second,
 	})
 	e.expect(granted, "a", reqs(1))
@@ -227,7 +227,7 @@ func testMaxWait(t *testing.T, s suite) {
 // *quota.OversizeError and charges nothing; a cost equal to it fits.
 func testOversize(t *testing.T, s suite) {
 	e := s.setup(t, "oversize", quota.Policy{
-		Limits: []quota.Limit{quota.PerMinute(rq, 10), quota.PerDay(tk, 1000, nil)},
+		Limits: []quota.Limit{quota.PerMinute(rq, 10).WithBurst(time.Minute), quota.PerDay(tk, 1000, nil)},
 	})
 	for _, c := range []struct {
 		name string

@@ -18,8 +18,8 @@ const RatioDelta = 1e-6
 // below, with the default calibration.
 func calibrated() quota.Policy {
 	return quota.Policy{Limits: []quota.Limit{
-		quota.PerMinute(quota.InputTokens, 1_000_000),
-		quota.PerMinute(quota.Tokens, 1_000_000),
+		quota.PerMinute(quota.InputTokens, 1_000_000).WithBurst(time.Minute),
+		quota.PerMinute(quota.Tokens, 1_000_000).WithBurst(time.Minute),
 	}}
 }
 
@@ -125,7 +125,7 @@ func testCalibration(t *testing.T, s suite) {
 	t.Run("capped_at_capacity", func(t *testing.T) {
 		// A call that fits as estimated is never made oversize by the
 		// ratio: it is charged at most the axis's capacity.
-		e := s.setup(t, "capacity", quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.InputTokens, 1500)}})
+		e := s.setup(t, "capacity", quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.InputTokens, 1500).WithBurst(time.Minute)}})
 		for i := range 10 {
 			e.call("w"+strconv.Itoa(i), 500, 0, 2)
 			e.clock.Advance(time.Minute)

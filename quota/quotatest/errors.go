@@ -25,7 +25,7 @@ func requireInvalid(t *testing.T, err error, field string) {
 // testInvalidInput: bad input is an *quota.InvalidError naming the field,
 // and changes nothing.
 func testInvalidInput(t *testing.T, s suite) {
-	e := s.setup(t, "invalid", quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 10)}})
+	e := s.setup(t, "invalid", quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 10).WithBurst(time.Minute)}})
 	ctx, st, k := e.ctx, e.store, e.key
 	noProvider, noModel := k, k
 	noProvider.Provider = ""
@@ -110,8 +110,8 @@ func testNoPolicy(t *testing.T, s suite) {
 	other := account
 	other.Tenant = "other"
 	e := s.setupKeys(t, account, map[quota.Key]quota.Policy{
-		account: {Limits: []quota.Limit{quota.PerMinute(rq, 10)}},
-		vip:     {Limits: []quota.Limit{quota.PerMinute(rq, 5)}},
+		account: {Limits: []quota.Limit{quota.PerMinute(rq, 10).WithBurst(time.Minute)}},
+		vip:     {Limits: []quota.Limit{quota.PerMinute(rq, 5).WithBurst(time.Minute)}},
 	}, start())
 	ctx, st := e.ctx, e.store
 
@@ -170,10 +170,10 @@ func testSnapshot(t *testing.T, s suite) {
 		quota.Concurrent(4),
 		quota.PerDay(tk, 1000, nil),
 		quota.PerDay(rq, 100, nil),
-		quota.PerMinute(quota.OutputTokens, 600),
-		quota.PerMinute(quota.InputTokens, 1200),
-		quota.PerMinute(tk, 1800),
-		quota.PerMinute(rq, 60),
+		quota.PerMinute(quota.OutputTokens, 600).WithBurst(time.Minute),
+		quota.PerMinute(quota.InputTokens, 1200).WithBurst(time.Minute),
+		quota.PerMinute(tk, 1800).WithBurst(time.Minute),
+		quota.PerMinute(rq, 60).WithBurst(time.Minute),
 	}})
 	midnight := time.Date(2025, time.January, 16, 0, 0, 0, 0, time.UTC)
 	requireLevels := func(want []quota.AxisLevel) {

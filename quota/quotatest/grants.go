@@ -78,7 +78,7 @@ func testRenew(t *testing.T, s suite) {
 func testSettleExpired(t *testing.T, s suite) {
 	e := s.setup(t, "settle-expired", quota.Policy{
 		Limits: []quota.Limit{
-			quota.PerMinute(tk, 6000), // 100 per second
+			quota.PerMinute(tk, 6000).WithBurst(time.Minute), // 100 per second
 			quota.PerDay(tk, 100000, nil),
 			quota.Concurrent(2),
 		},
@@ -112,7 +112,7 @@ func testSettleExpired(t *testing.T, s suite) {
 // one never claimed lapses its LeaseTTL after maturing, and is refunded.
 func testPlace(t *testing.T, s suite) {
 	e := s.setup(t, "place", quota.Policy{
-		Limits:   []quota.Limit{quota.Per(rq, 1, 10*time.Second), quota.Concurrent(1)},
+		Limits:   []quota.Limit{quota.Per(rq, 1, 10*time.Second).WithBurst(10 * time.Second), quota.Concurrent(1)},
 		LeaseTTL: 10 * time.Second,
 	})
 	place := func(ticket string, want quota.Decision) {
@@ -153,7 +153,7 @@ func testPlace(t *testing.T, s suite) {
 
 	// A claimed place waiting for a slot lives on past its own TTL.
 	f := s.setup(t, "place-claimed", quota.Policy{
-		Limits:   []quota.Limit{quota.Per(rq, 1, 10*time.Second), quota.Concurrent(1)},
+		Limits:   []quota.Limit{quota.Per(rq, 1, 10*time.Second).WithBurst(10 * time.Second), quota.Concurrent(1)},
 		LeaseTTL: 10 * time.Second,
 	})
 	f.expect(leased(t0.Add(10*time.Second)), "holder", quota.Cost{})
@@ -175,7 +175,7 @@ func testPlace(t *testing.T, s suite) {
 // keeps its charge, since its call may have run.
 func testLapse(t *testing.T, s suite) {
 	e := s.setup(t, "lapse", quota.Policy{
-		Limits:   []quota.Limit{quota.Per(rq, 1, 10*time.Second), quota.PerDay(rq, 100, nil)},
+		Limits:   []quota.Limit{quota.Per(rq, 1, 10*time.Second).WithBurst(10 * time.Second), quota.PerDay(rq, 100, nil)},
 		LeaseTTL: 10 * time.Second,
 	})
 	e.expect(granted, "a", reqs(1))                    // lapses at 10s, charged

@@ -14,7 +14,7 @@ import (
 // line until it ends (its lease released, its charge kept), and is only
 // ever extended; it lasts the duration given, from the store's now.
 func testPause(t *testing.T, s suite) {
-	e := s.setup(t, "pause", quota.Policy{Limits: []quota.Limit{quota.Per(rq, 1, time.Second)}})
+	e := s.setup(t, "pause", quota.Policy{Limits: []quota.Limit{quota.Per(rq, 1, time.Second).WithBurst(time.Second)}})
 	e.expect(granted, "a", reqs(1))
 	e.expect(queued(1*time.Second, rq), "b", reqs(1))
 	e.expect(queued(2*time.Second, rq), "c", reqs(1))
@@ -63,8 +63,8 @@ func testPause(t *testing.T, s suite) {
 // changes nothing; axes the policy does not limit are ignored.
 func testObserve(t *testing.T, s suite) {
 	e := s.setup(t, "observe", quota.Policy{Limits: []quota.Limit{
-		quota.Per(rq, 10, 10*time.Second), // 1 per second
-		quota.PerMinute(tk, 6000),         // 100 per second
+		quota.Per(rq, 10, 10*time.Second).WithBurst(10 * time.Second), // 1 per second
+		quota.PerMinute(tk, 6000).WithBurst(time.Minute),              // 100 per second
 		quota.PerDay(tk, 10000, nil),
 	}})
 	e.observe(quota.Observation{Axis: tk, Limit: 6000, Remaining: 1000, Reset: 50 * time.Second})
@@ -107,7 +107,7 @@ func testObserve(t *testing.T, s suite) {
 // invalid one rejects the whole settlement, which loses nothing.
 func testSettleObserve(t *testing.T, s suite) {
 	e := s.setup(t, "settle-observe", quota.Policy{
-		Limits:              []quota.Limit{quota.PerMinute(tk, 6000), quota.PerDay(rq, 1000, nil)},
+		Limits:              []quota.Limit{quota.PerMinute(tk, 6000).WithBurst(time.Minute), quota.PerDay(rq, 1000, nil)},
 		AdoptObservedLimits: true,
 	})
 	settle := func(ticket string, actual quota.Cost, obs ...quota.Observation) error {
@@ -142,7 +142,7 @@ func testSettleObserve(t *testing.T, s suite) {
 // at it, and what remains is then read against the new capacity.
 func testObserveAdopt(t *testing.T, s suite) {
 	e := s.setup(t, "observe-adopt", quota.Policy{
-		Limits:              []quota.Limit{quota.PerMinute(rq, 100), quota.PerDay(tk, 10000, nil)},
+		Limits:              []quota.Limit{quota.PerMinute(rq, 100).WithBurst(time.Minute), quota.PerDay(tk, 10000, nil)},
 		Headroom:            0.1,
 		AdoptObservedLimits: true,
 	})

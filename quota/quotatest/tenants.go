@@ -47,11 +47,11 @@ func (e *env) on(tenant string) *env {
 // without a policy are charged to the account alone.
 func testNestedBudgets(t *testing.T, s suite) {
 	e := s.setupTenants(t, "nested", &quota.Policy{
-		Limits:  []quota.Limit{quota.PerMinute(rq, 10)}, // 1 per 6s
-		MaxWait: time.Nanosecond,                        // refuse rather than queue
+		Limits:  []quota.Limit{quota.PerMinute(rq, 10).WithBurst(time.Minute)}, // 1 per 6s
+		MaxWait: time.Nanosecond,                                               // refuse rather than queue
 	}, map[string]quota.Policy{
-		"a": {Limits: []quota.Limit{quota.PerMinute(rq, 5)}},
-		"b": {Limits: []quota.Limit{quota.PerMinute(rq, 5)}},
+		"a": {Limits: []quota.Limit{quota.PerMinute(rq, 5).WithBurst(time.Minute)}},
+		"b": {Limits: []quota.Limit{quota.PerMinute(rq, 5).WithBurst(time.Minute)}},
 	})
 	grants := map[string]int{}
 	for round := range 8 {
@@ -75,9 +75,9 @@ func testNestedBudgets(t *testing.T, s suite) {
 
 	// Waits: the longer of the tenant's and the account's.
 	q := s.setupTenants(t, "nested-waits", &quota.Policy{
-		Limits: []quota.Limit{quota.PerMinute(rq, 10)}, // 1 per 6s
+		Limits: []quota.Limit{quota.PerMinute(rq, 10).WithBurst(time.Minute)}, // 1 per 6s
 	}, map[string]quota.Policy{
-		"a": {Limits: []quota.Limit{quota.PerMinute(rq, 5)}, MaxWait: 20 * time.Second}, // 1 per 12s
+		"a": {Limits: []quota.Limit{quota.PerMinute(rq, 5).WithBurst(time.Minute)}, MaxWait: 20 * time.Second}, // 1 per 12s
 	})
 	a := q.on("a")
 	for _, id := range []string{"a1", "a2", "a3", "a4", "a5"} {
@@ -127,7 +127,7 @@ func testNestedBudgets(t *testing.T, s suite) {
 
 	// A tenant whose account has no policy is a budget of its own.
 	solo := s.setupTenants(t, "nested-solo", nil, map[string]quota.Policy{
-		"a": {Limits: []quota.Limit{quota.Per(rq, 1, time.Second)}},
+		"a": {Limits: []quota.Limit{quota.Per(rq, 1, time.Second).WithBurst(time.Second)}},
 	})
 	sa := solo.on("a")
 	sa.expect(granted, "a1", reqs(1))
@@ -140,8 +140,8 @@ func testNestedBudgets(t *testing.T, s suite) {
 // at once, naming the budget it cannot fit.
 func testNestedOversize(t *testing.T, s suite) {
 	e := s.setupTenants(t, "nested-oversize", &quota.Policy{
-		Limits: []quota.Limit{quota.PerMinute(tk, 1000)},
-	}, map[string]quota.Policy{"a": {Limits: []quota.Limit{quota.PerMinute(tk, 2000), quota.PerMinute(rq, 10)}}})
+		Limits: []quota.Limit{quota.PerMinute(tk, 1000).WithBurst(time.Minute)},
+	}, map[string]quota.Policy{"a": {Limits: []quota.Limit{quota.PerMinute(tk, 2000).WithBurst(time.Minute), quota.PerMinute(rq, 10).WithBurst(time.Minute)}}})
 	requireOversize(t, e.on("a"), "big", tokens(1500), quota.Normal,
 		quota.OversizeError{Key: e.key, Axis: tk, Cost: 1500, Capacity: 1000})
 	requireOversize(t, e.on("a"), "many", reqs(11), quota.Normal,
@@ -154,10 +154,10 @@ func testNestedOversize(t *testing.T, s suite) {
 // answers.
 func testNestedPause(t *testing.T, s suite) {
 	e := s.setupTenants(t, "nested-pause", &quota.Policy{
-		Limits: []quota.Limit{quota.PerMinute(rq, 60)},
+		Limits: []quota.Limit{quota.PerMinute(rq, 60).WithBurst(time.Minute)},
 	}, map[string]quota.Policy{
-		"a": {Limits: []quota.Limit{quota.PerMinute(rq, 60)}},
-		"b": {Limits: []quota.Limit{quota.PerMinute(rq, 60)}},
+		"a": {Limits: []quota.Limit{quota.PerMinute(rq, 60).WithBurst(time.Minute)}},
+		"b": {Limits: []quota.Limit{quota.PerMinute(rq, 60).WithBurst(time.Minute)}},
 	})
 	a, b, c := e.on("a"), e.on("b"), e.on("c") // c has no policy
 	a.expect(granted, "a1", reqs(1))
@@ -195,7 +195,7 @@ func testNestedSettle(t *testing.T, s suite) {
 	e := s.setupTenants(t, "nested-settle", &quota.Policy{
 		Limits:   []quota.Limit{quota.PerMinute(tk, 6000).WithBurst(time.Minute), quota.PerDay(tk, 100000, nil)},
 		LeaseTTL: 10 * time.Second,
-	}, map[string]quota.Policy{"a": {Limits: []quota.Limit{quota.PerMinute(tk, 3000), quota.PerDay(tk, 10000, nil)}}})
+	}, map[string]quota.Policy{"a": {Limits: []quota.Limit{quota.PerMinute(tk, 3000).WithBurst(time.Minute), quota.PerDay(tk, 10000, nil)}}})
 	a := e.on("a")
 	a.expect(granted, "a1", tokens(1000))
 	a.expect(granted, "a2", tokens(500))
@@ -269,8 +269,8 @@ func testNestedConcurrency(t *testing.T, s suite) {
 // charged at.
 func testNestedSignals(t *testing.T, s suite) {
 	e := s.setupTenants(t, "nested-signals", &quota.Policy{
-		Limits: []quota.Limit{quota.PerMinute(tk, 60000), quota.PerMinute(quota.InputTokens, 60000)},
-	}, map[string]quota.Policy{"a": {Limits: []quota.Limit{quota.PerMinute(tk, 6000)}}})
+		Limits: []quota.Limit{quota.PerMinute(tk, 60000).WithBurst(time.Minute), quota.PerMinute(quota.InputTokens, 60000).WithBurst(time.Minute)},
+	}, map[string]quota.Policy{"a": {Limits: []quota.Limit{quota.PerMinute(tk, 6000).WithBurst(time.Minute)}}})
 	a := e.on("a")
 	a.observe(quota.Observation{Axis: tk, Limit: -1, Remaining: 1000})
 	a.level(tk, 1000)
@@ -394,7 +394,7 @@ func tickets(order []served) []string {
 // on; the account is never granted more than its budget.
 func testFairShare(t *testing.T, s suite) {
 	e := s.setupTenants(t, "fair-share", &quota.Policy{
-		Limits:  []quota.Limit{quota.Per(rq, 1, time.Second)},
+		Limits:  []quota.Limit{quota.Per(rq, 1, time.Second).WithBurst(time.Second)},
 		MaxWait: time.Hour,
 	}, nil)
 	burst := calls("a", "a", 10, reqs(1))
@@ -426,7 +426,7 @@ func testFairShare(t *testing.T, s suite) {
 	// A place taken ahead and given back returns the places behind it to
 	// the maturities they were told first, never earlier.
 	c := s.setupTenants(t, "fair-share-cancel", &quota.Policy{
-		Limits: []quota.Limit{quota.Per(rq, 1, time.Second)},
+		Limits: []quota.Limit{quota.Per(rq, 1, time.Second).WithBurst(time.Second)},
 	}, nil)
 	c.queue(calls("a", "a", 4, reqs(1))) // a0 now, a1..a3 at 1s..3s
 	c.on("b").expect(queued(2*time.Second, rq), "b0", reqs(1))
@@ -442,7 +442,7 @@ func testFairShare(t *testing.T, s suite) {
 // them into calls.
 func testFairWeights(t *testing.T, s suite) {
 	e := s.setupTenants(t, "fair-weights", &quota.Policy{
-		Limits:        []quota.Limit{quota.Per(rq, 1, time.Second)},
+		Limits:        []quota.Limit{quota.Per(rq, 1, time.Second).WithBurst(time.Second)},
 		MaxWait:       time.Hour,
 		TenantWeights: map[string]float64{"gold": 2},
 	}, nil)
@@ -455,7 +455,7 @@ func testFairWeights(t *testing.T, s suite) {
 	// By cost: a tenant of large calls and one of small ones get the
 	// same tokens per second.
 	c := s.setupTenants(t, "fair-cost", &quota.Policy{
-		Limits:  []quota.Limit{quota.Per(tk, 100, time.Second)},
+		Limits:  []quota.Limit{quota.Per(tk, 100, time.Second).WithBurst(time.Second)},
 		MaxWait: time.Hour,
 	}, nil)
 	big, small := calls("big", "B", 8, tokens(50)), calls("small", "S", 40, tokens(10))
@@ -476,7 +476,7 @@ func testFairWeights(t *testing.T, s suite) {
 // weight, queues first come, first served, at the waits an untenanted line
 // has.
 func testFairSingleTenant(t *testing.T, s suite) {
-	p := quota.Policy{Limits: []quota.Limit{quota.Per(rq, 1, time.Second), quota.PerMinute(tk, 600)}}
+	p := quota.Policy{Limits: []quota.Limit{quota.Per(rq, 1, time.Second).WithBurst(time.Second), quota.PerMinute(tk, 600).WithBurst(time.Minute)}}
 	e := s.setupTenants(t, "fair-single", &p, map[string]quota.Policy{"a": {Weight: 3}})
 	a := e.on("a")
 	small, large := quota.Cost{Requests: 1, Tokens: 20}, quota.Cost{Requests: 1, Tokens: 600}

@@ -12,7 +12,7 @@ import (
 // testQueueOrder: successive tickets mature at successive exact times, each
 // keeps its maturity, and newcomers queue behind.
 func testQueueOrder(t *testing.T, s suite) {
-	e := s.setup(t, "queue-order", quota.Policy{Limits: []quota.Limit{quota.Per(rq, 1, time.Second)}})
+	e := s.setup(t, "queue-order", quota.Policy{Limits: []quota.Limit{quota.Per(rq, 1, time.Second).WithBurst(time.Second)}})
 	e.expect(granted, "a", reqs(1))
 	e.expect(queued(1*time.Second, rq), "b", reqs(1))
 	e.expect(queued(2*time.Second, rq), "c", reqs(1))
@@ -42,8 +42,8 @@ func testQueueOrder(t *testing.T, s suite) {
 // maturity, then the grant, and never charges twice.
 func testIdempotentTicket(t *testing.T, s suite) {
 	e := s.setup(t, "idempotent", quota.Policy{Limits: []quota.Limit{
-		quota.Per(rq, 1, time.Second),
-		quota.PerMinute(tk, 6000), // 100 per second
+		quota.Per(rq, 1, time.Second).WithBurst(time.Second),
+		quota.PerMinute(tk, 6000).WithBurst(time.Minute), // 100 per second
 	}})
 	cost := quota.Cost{Requests: 1, Tokens: 100}
 	e.expect(granted, "a", cost)
@@ -74,7 +74,7 @@ func testIdempotentTicket(t *testing.T, s suite) {
 // charged in full.
 func testSettle(t *testing.T, s suite) {
 	e := s.setup(t, "settle", quota.Policy{Limits: []quota.Limit{
-		quota.PerMinute(tk, 6000), // 100 per second
+		quota.PerMinute(tk, 6000).WithBurst(time.Minute), // 100 per second
 		quota.PerDay(tk, 100000, nil),
 	}})
 	e.expect(granted, "a", tokens(1000))
@@ -100,7 +100,7 @@ func testSettle(t *testing.T, s suite) {
 
 	// However many times the capacity an overrun is, it is charged whole.
 	h := s.setup(t, "settle-huge", quota.Policy{Limits: []quota.Limit{
-		quota.Per(tk, 1, time.Second),
+		quota.Per(tk, 1, time.Second).WithBurst(time.Second),
 		quota.PerDay(tk, 1, nil),
 	}})
 	h.expect(granted, "a", tokens(1))
@@ -118,7 +118,7 @@ func testSettleAcrossMidnight(t *testing.T, s suite) {
 	require.NoError(t, err, "the suite needs the IANA time zone database")
 	e := s.setupAt(t, "settle-across-midnight", quota.Policy{
 		Limits: []quota.Limit{
-			quota.PerMinute(tk, 6000), // 100 per second
+			quota.PerMinute(tk, 6000).WithBurst(time.Minute), // 100 per second
 			quota.PerDay(tk, 100000, nil),
 			quota.PerDay(rq, 10, la), // its day ends eight hours after UTC's
 		},
@@ -196,7 +196,7 @@ func testCancel(t *testing.T, s suite) {
 // afresh and cannot be settled.
 func testTicketExpiry(t *testing.T, s suite) {
 	e := s.setup(t, "ticket-expiry", quota.Policy{
-		Limits:   []quota.Limit{quota.Per(rq, 1, time.Second)},
+		Limits:   []quota.Limit{quota.Per(rq, 1, time.Second).WithBurst(time.Second)},
 		LeaseTTL: 10 * time.Second,
 	})
 	e.expect(granted, "a", reqs(1))                 // forgotten at 10s
@@ -222,7 +222,7 @@ func testTicketExpiry(t *testing.T, s suite) {
 
 // testUnknownTicket: Settle needs a grant.
 func testUnknownTicket(t *testing.T, s suite) {
-	e := s.setup(t, "unknown-ticket", quota.Policy{Limits: []quota.Limit{quota.Per(rq, 1, time.Second)}})
+	e := s.setup(t, "unknown-ticket", quota.Policy{Limits: []quota.Limit{quota.Per(rq, 1, time.Second).WithBurst(time.Second)}})
 	err := e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "never-reserved", Actual: reqs(1), Charged: reqs(1)})
 	require.ErrorIs(t, err, quota.ErrUnknownTicket)
 	require.ErrorContains(t, err, "never-reserved", "the error names the ticket")

@@ -29,7 +29,7 @@ func BenchmarkReserveInLine(b *testing.B) {
 			ctx := context.Background()
 			account := quota.Key{Provider: "openai", Model: "gpt-4o"}
 			ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{account: {
-				Limits:  []quota.Limit{quota.PerMinute(quota.Requests, 1), quota.PerMinute(quota.Tokens, 1000)},
+				Limits:  []quota.Limit{quota.PerMinute(quota.Requests, 1).WithBurst(time.Minute), quota.PerMinute(quota.Tokens, 1000).WithBurst(time.Minute)},
 				MaxWait: 24 * time.Hour,
 			}})
 			if err != nil {

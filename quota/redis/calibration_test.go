@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -18,7 +19,7 @@ import (
 func TestEstimateRatioIsSharedAndDurable(t *testing.T) {
 	rdb := redistest.Start(t)
 	ctx := context.Background()
-	ps := policies(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Tokens, 1_000_000)}})
+	ps := policies(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Tokens, 1_000_000).WithBurst(time.Minute)}})
 	learner, err := redis.New(rdb, ps, redis.Options{})
 	require.NoError(t, err)
 	other, err := redis.New(rdb, ps, redis.Options{})

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -37,9 +38,9 @@ func TestClusterKeysShareASlot(t *testing.T) {
 	policies := map[quota.Key]quota.Policy{}
 	for _, m := range models {
 		policies[quota.Key{Provider: "openai", Model: m}] = quota.Policy{Limits: []quota.Limit{
-			quota.PerMinute(quota.Requests, 10), quota.PerDay(quota.Tokens, 1000, nil), quota.Concurrent(2)}}
+			quota.PerMinute(quota.Requests, 10).WithBurst(time.Minute), quota.PerDay(quota.Tokens, 1000, nil), quota.Concurrent(2)}}
 		policies[quota.Key{Provider: "openai", Model: m, Tenant: "vip"}] = quota.Policy{Limits: []quota.Limit{
-			quota.PerMinute(quota.Requests, 10), quota.Concurrent(2)}}
+			quota.PerMinute(quota.Requests, 10).WithBurst(time.Minute), quota.Concurrent(2)}}
 	}
 	ps, err := quota.NewPolicies(policies)
 	require.NoError(t, err)

@@ -36,10 +36,10 @@ func TestReplicasNeverOverdraw(t *testing.T) {
 	// once and each is driven to its limit.
 	cost := quota.Cost{Requests: 1, Tokens: 100, InputTokens: 70, OutputTokens: 30}
 	limits := []quota.Limit{
-		quota.Per(quota.Requests, 40, 200*time.Millisecond), // 200/s
-		quota.Per(quota.Tokens, 4000, 200*time.Millisecond),
-		quota.Per(quota.InputTokens, 2800, 200*time.Millisecond),
-		quota.Per(quota.OutputTokens, 1200, 200*time.Millisecond),
+		quota.Per(quota.Requests, 40, 200*time.Millisecond).WithBurst(200 * time.Millisecond), // 200/s
+		quota.Per(quota.Tokens, 4000, 200*time.Millisecond).WithBurst(200 * time.Millisecond),
+		quota.Per(quota.InputTokens, 2800, 200*time.Millisecond).WithBurst(200 * time.Millisecond),
+		quota.Per(quota.OutputTokens, 1200, 200*time.Millisecond).WithBurst(200 * time.Millisecond),
 		quota.Concurrent(concurrent),
 	}
 	// Calls hold their lease for holdFor: about one is in flight at the

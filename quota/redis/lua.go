@@ -161,8 +161,8 @@ local function budget(Sk, Lk, Qk, i)
     -- Every field is named here so the table is sized once (lv: see adjust).
     local a = {id = id, kind = kind, cap = tonumber(cap), conf = conf, ci = costOn[id],
       period = kind == BUCKET and period or nil, bs = kind == BUCKET and tonumber(ARGV[i + 4]) or nil,
-      rate = nil, lv = nil, st = st}
-    if kind == BUCKET then a.rate = a.cap / period * b.mr end
+      rate = nil, burst = nil, lv = nil, st = st}
+    if kind == BUCKET then a.rate, a.burst = a.cap / period * b.mr, a.cap * a.bs * b.mb end
     if kind == LEASES then
       b.conc = a
     elseif kind == DAILY then
@@ -219,13 +219,13 @@ end
 local lastT, lastTN
 local function level(a)
   local l = a.st['l' .. a.id]
-  if not l then return a.cap end
+  if not l then return a.burst end
   l = tonumber(l)
   local ts = a.st['t' .. a.id]
   if ts ~= lastT then lastT, lastTN = ts, tonumber(ts) end
   local dt = now - lastTN
   if dt > 0 then l = l + dt * a.rate end
-  if l > a.cap then l = a.cap end
+  if l > a.burst then l = a.burst end
   return l
 end
 
@@ -311,7 +311,7 @@ local function adjust(b, delta, at)
     if c and at and a.kind == DAILY and (at < a.ws or at >= a.we) then c = nil end
     if a.kind == BUCKET and c then
       local l = (a.lv or level(a)) - c
-      if c < 0 and l > a.cap then l = a.cap end
+      if c < 0 and l > a.burst then l = a.burst end
       local lk, tk = 'l' .. a.id, 't' .. a.id
       b.st[lk], b.st[tk] = fmt(l), stamp(a)
       hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = lk, b.st[lk], tk, b.st[tk]
@@ -344,10 +344,10 @@ local function observe(b, j)
         if a.kind == BUCKET then
           local l = level(a)
           if adopt > 0 then
-            a.cap, a.rate = adopt, adopt / a.period * b.mr
+            a.cap, a.rate, a.burst = adopt, adopt / a.period * b.mr, adopt * a.bs * b.mb
             hs[#hs + 1] = 'c' .. id; hs[#hs + 1] = fmt(adopt)
             hs[#hs + 1] = 'o' .. id; hs[#hs + 1] = a.conf
-            if l > adopt then l = adopt end
+            if l > a.burst then l = a.burst end
           end
           if rem >= 0 and rem < l then l = rem end
           st['l' .. id], st['t' .. id] = fmt(l), stamp(a)
@@ -502,7 +502,7 @@ end
 
 -- gateLevel returns the root's gate of axis a as of at, and its burst.
 local function gateLevel(a, at)
-  local burst = a.cap * a.bs * root.mb
+  local burst = a.burst
   local g = a.st['g' .. a.id]
   if not g then return burst, burst end
   local l, ts = tonumber(g), tonumber(a.st['h' .. a.id])
@@ -844,9 +844,12 @@ local function lineWait(b, cost, low, ahead, total)
   for k = 1, b.n do
     local a = b.axes[k]
     if a.kind == BUCKET then
-      local need = ahead[a.ci] + cost[a.ci]
-      if low then need = need + a.cap * b.prio end
-      need = need - total[a.ci]
+      -- A call needs its cost, or the whole burst for a call larger (the
+      -- reserve kept back from Low).
+      local res = low and a.burst * b.prio or 0
+      local c = cost[a.ci]
+      if c > a.burst - res then c = a.burst - res end
+      local need = ahead[a.ci] + c + res - total[a.ci]
       a.lv = level(a)
       local deficit = need - a.lv
       local w = 0
@@ -1222,7 +1225,7 @@ elseif op == 'snapshot' then
     out[#out + 1] = fmt(a.cap)
     out[#out + 1] = fmt(avail)
     out[#out + 1] = reset
-    out[#out + 1] = a.kind == BUCKET and fmt(a.cap * a.bs * target.mb) or '0'
+    out[#out + 1] = a.kind == BUCKET and fmt(a.burst) or '0'
   end
   local by, names = {}, {}
   if own then

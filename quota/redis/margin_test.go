@@ -37,12 +37,11 @@ func TestMarginIsSharedAndKept(t *testing.T) {
 	for i := range 10 {
 		d, err := stores[i%2].Reserve(ctx, quota.Reservation{Key: k, Ticket: fmt.Sprintf("t%d", i), Cost: quota.Cost{Requests: 1}})
 		require.NoError(t, err)
-		require.Equal(t, quota.Granted, d.Outcome)
-		if d.Start == 0 {
+		if d.Outcome == quota.Granted && d.Start == 0 {
 			started++
 		}
 	}
-	require.Equal(t, 5, started, "calls starting at once across both replicas")
+	require.Equal(t, 5, started, "calls going at once across both replicas")
 
 	restarted, err := redis.New(srv.Client(), ps, redis.Options{})
 	require.NoError(t, err)

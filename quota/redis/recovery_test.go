@@ -97,7 +97,7 @@ var oneRequest = quota.Cost{Requests: 1}
 func TestLossGrantsNoBurst(t *testing.T) {
 	for _, loss := range losses {
 		t.Run(loss.name, func(t *testing.T) {
-			e := newRecoveryEnv(t, quota.Policy{Limits: []quota.Limit{quota.Per(quota.Requests, 10, time.Second)},
+			e := newRecoveryEnv(t, quota.Policy{Limits: []quota.Limit{quota.Per(quota.Requests, 10, time.Second).WithBurst(time.Second)},
 				MaxWait: 10 * time.Second})
 			for i := range 10 {
 				ticket := "before-" + strconv.Itoa(i)
@@ -218,7 +218,7 @@ func TestSettleAfterLoss(t *testing.T) {
 	for _, loss := range losses {
 		t.Run(loss.name, func(t *testing.T) {
 			e := newRecoveryEnv(t, quota.Policy{Limits: []quota.Limit{
-				quota.PerMinute(quota.Tokens, 60_000), quota.Concurrent(2)}})
+				quota.PerMinute(quota.Tokens, 60_000).WithBurst(time.Minute), quota.Concurrent(2)}})
 			est := quota.Cost{Requests: 1, Tokens: 1000}
 			over := e.grant(e.store, "over", est)
 			under := e.grant(e.store, "under", est)
@@ -247,7 +247,7 @@ func TestSettleAfterLoss(t *testing.T) {
 // grants are gone as lapsed ones are: Renew and Settle say so, and Settle
 // charges what the call used beyond its estimate.
 func TestSettleAfterLossWithoutConcurrency(t *testing.T) {
-	e := newRecoveryEnv(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Tokens, 60_000)}})
+	e := newRecoveryEnv(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Tokens, 60_000).WithBurst(time.Minute)}})
 	est := quota.Cost{Tokens: 1000}
 	d := e.grant(e.store, "a", est)
 	losses[0].lose(t, e.srv)
@@ -292,7 +292,7 @@ func TestDailyWindowAfterLoss(t *testing.T) {
 // finds a full bucket. The first call of a store that did see the key then
 // restarts the buckets from empty all the same, so the burst ends there.
 func TestFreshStoreAfterLoss(t *testing.T) {
-	e := newRecoveryEnv(t, quota.Policy{Limits: []quota.Limit{quota.Per(quota.Requests, 10, time.Second)},
+	e := newRecoveryEnv(t, quota.Policy{Limits: []quota.Limit{quota.Per(quota.Requests, 10, time.Second).WithBurst(time.Second)},
 		MaxWait: 10 * time.Second})
 	second := e.newStore()
 	e.grant(second, "before-second", oneRequest)
@@ -360,8 +360,8 @@ func TestReplicasNeverOverdrawAcrossLoss(t *testing.T) {
 	)
 	cost := quota.Cost{Requests: 1, Tokens: 100}
 	limits := []quota.Limit{
-		quota.Per(quota.Requests, 40, 200*time.Millisecond), // 200/s
-		quota.Per(quota.Tokens, 4000, 200*time.Millisecond),
+		quota.Per(quota.Requests, 40, 200*time.Millisecond).WithBurst(200 * time.Millisecond), // 200/s
+		quota.Per(quota.Tokens, 4000, 200*time.Millisecond).WithBurst(200 * time.Millisecond),
 		quota.Concurrent(concurrent),
 	}
 	// The lease TTL bounds how long the slots of calls in flight at the loss
@@ -442,8 +442,8 @@ func TestLossRecoversTenantBudgets(t *testing.T) {
 	vip := gpt4o
 	vip.Tenant = "vip"
 	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{
-		gpt4o: {Limits: []quota.Limit{quota.Per(quota.Requests, 10, time.Second), quota.Concurrent(3)}, LeaseTTL: leaseTTL},
-		vip:   {Limits: []quota.Limit{quota.Per(quota.Requests, 4, time.Second), quota.Concurrent(2)}, LeaseTTL: leaseTTL},
+		gpt4o: {Limits: []quota.Limit{quota.Per(quota.Requests, 10, time.Second).WithBurst(time.Second), quota.Concurrent(3)}, LeaseTTL: leaseTTL},
+		vip:   {Limits: []quota.Limit{quota.Per(quota.Requests, 4, time.Second).WithBurst(time.Second), quota.Concurrent(2)}, LeaseTTL: leaseTTL},
 	})
 	require.NoError(t, err)
 	srv := redistest.StartServer(t)

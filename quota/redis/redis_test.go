@@ -60,9 +60,9 @@ func TestKeyLayout(t *testing.T) {
 	vip, solo := gpt4o, quota.Key{Provider: "openai", Model: "o3", Tenant: "solo"}
 	vip.Tenant = "vip"
 	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{
-		gpt4o: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10), quota.Concurrent(2)}},
-		vip:   {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1), quota.Concurrent(1)}},
-		solo:  {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1)}}, // o3 has no account-wide policy
+		gpt4o: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10).WithBurst(time.Minute), quota.Concurrent(2)}},
+		vip:   {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1).WithBurst(time.Minute), quota.Concurrent(1)}},
+		solo:  {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1).WithBurst(time.Minute)}}, // o3 has no account-wide policy
 	})
 	require.NoError(t, err)
 	s, err := redis.New(rdb, ps, redis.Options{})
@@ -115,7 +115,7 @@ func TestKeyLayout(t *testing.T) {
 func TestPrefixSeparatesStores(t *testing.T) {
 	rdb := redistest.Start(t)
 	ctx := context.Background()
-	ps := policies(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1)}})
+	ps := policies(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1).WithBurst(time.Minute)}})
 	clock := quotatest.NewClock(time.Date(2025, 1, 15, 18, 0, 0, 0, time.UTC))
 	a, err := redis.New(rdb, ps, redis.Options{Prefix: "a", Clock: clock})
 	require.NoError(t, err)
@@ -133,7 +133,7 @@ func TestPrefixSeparatesStores(t *testing.T) {
 func TestScriptCacheFlushed(t *testing.T) {
 	rdb := redistest.Start(t)
 	ctx := context.Background()
-	s, err := redis.New(rdb, policies(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10)}}), redis.Options{})
+	s, err := redis.New(rdb, policies(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10).WithBurst(time.Minute)}}), redis.Options{})
 	require.NoError(t, err)
 	_, err = s.Snapshot(ctx, gpt4o)
 	require.NoError(t, err)
@@ -147,7 +147,7 @@ func TestRedisTimeIsTheClock(t *testing.T) {
 	rdb := redistest.Start(t)
 	ctx := context.Background()
 	s, err := redis.New(rdb, policies(t, quota.Policy{Limits: []quota.Limit{
-		quota.PerMinute(quota.Requests, 10), quota.PerDay(quota.Tokens, 1000, nil), quota.Concurrent(1),
+		quota.PerMinute(quota.Requests, 10).WithBurst(time.Minute), quota.PerDay(quota.Tokens, 1000, nil), quota.Concurrent(1),
 	}}), redis.Options{})
 	require.NoError(t, err)
 	redisNow, err := rdb.Time(ctx).Result()
@@ -171,7 +171,7 @@ func TestLevelsKeepFractions(t *testing.T) {
 	rdb := redistest.Start(t)
 	ctx := context.Background()
 	clock := quotatest.NewClock(time.Date(2025, 1, 15, 18, 0, 0, 0, time.UTC))
-	s, err := redis.New(rdb, policies(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 90)}}), redis.Options{Clock: clock})
+	s, err := redis.New(rdb, policies(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 90).WithBurst(time.Minute)}}), redis.Options{Clock: clock})
 	require.NoError(t, err)
 	_, err = s.Reserve(ctx, quota.Reservation{Key: gpt4o, Ticket: "t", Cost: quota.Cost{Requests: 90}})
 	require.NoError(t, err)
@@ -193,7 +193,7 @@ func TestUnavailable(t *testing.T) {
 	opts.MaxRetries = -1
 	opts.DialTimeout = 200 * time.Millisecond
 	rdb := goredisClient(t, opts)
-	s, err := redis.New(rdb, policies(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10)}}), redis.Options{})
+	s, err := redis.New(rdb, policies(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10).WithBurst(time.Minute)}}), redis.Options{})
 	require.NoError(t, err)
 	ctx := context.Background()
 	srv.Stop()
@@ -265,7 +265,7 @@ func TestAdoptedLimitFollowsConfig(t *testing.T) {
 		return caps
 	}
 	limits := func(rpm, tpd int64) []quota.Limit {
-		return []quota.Limit{quota.PerMinute(quota.Requests, rpm), quota.PerDay(quota.Tokens, tpd, nil)}
+		return []quota.Limit{quota.PerMinute(quota.Requests, rpm).WithBurst(time.Minute), quota.PerDay(quota.Tokens, tpd, nil)}
 	}
 	adopting := quota.Policy{Limits: limits(100, 10000), AdoptObservedLimits: true}
 
@@ -318,7 +318,7 @@ func TestTicketWithoutChargeTime(t *testing.T) {
 	ctx := context.Background()
 	clock := quotatest.NewClock(time.Date(2025, 1, 15, 18, 0, 0, 0, time.UTC))
 	s, err := redis.New(rdb, policies(t, quota.Policy{Limits: []quota.Limit{
-		quota.PerMinute(quota.Tokens, 6000), quota.PerDay(quota.Tokens, 10000, nil),
+		quota.PerMinute(quota.Tokens, 6000).WithBurst(time.Minute), quota.PerDay(quota.Tokens, 10000, nil),
 	}}), redis.Options{Clock: clock})
 	require.NoError(t, err)
 	_, err = s.Reserve(ctx, quota.Reservation{Key: gpt4o, Ticket: "t", Cost: quota.Cost{Tokens: 1000}})
@@ -349,7 +349,7 @@ func TestQueuedTicketWithoutPlace(t *testing.T) {
 	ctx := context.Background()
 	clock := quotatest.NewClock(time.Date(2025, 1, 15, 18, 0, 0, 0, time.UTC))
 	s, err := redis.New(rdb, policies(t, quota.Policy{
-		Limits: []quota.Limit{quota.Per(quota.Requests, 10, 10*time.Second)}, LeaseTTL: time.Second,
+		Limits: []quota.Limit{quota.Per(quota.Requests, 10, 10*time.Second).WithBurst(10 * time.Second)}, LeaseTTL: time.Second,
 	}), redis.Options{Clock: clock})
 	require.NoError(t, err)
 	reserve := func(ticket string, n int64) quota.Decision {
