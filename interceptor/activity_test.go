@@ -130,7 +130,7 @@ func budgetDetail(rateLimited, transient int) map[string]any {
 func TestGrantedCallSettlesActualUsage(t *testing.T) {
 	key := openaiKey("gpt-u")
 	u := newUnit(t, map[quota.Key]quota.Policy{key: {Limits: []quota.Limit{
-		quota.PerMinute(quota.Tokens, 10_000), quota.PerMinute(quota.OutputTokens, 10_000),
+		quota.PerMinute(quota.Tokens, 10_000).WithBurst(time.Minute), quota.PerMinute(quota.OutputTokens, 10_000).WithBurst(time.Minute),
 	}}}, interceptor.Options{})
 	resp, err := u.complete(request("gpt-u"))
 	require.NoError(t, err)
@@ -149,7 +149,7 @@ func TestGrantedCallSettlesActualUsage(t *testing.T) {
 
 func TestQueuedCallEndsAttemptWithTheWait(t *testing.T) {
 	key := openaiKey("gpt-u")
-	u := newUnit(t, map[quota.Key]quota.Policy{key: {Limits: []quota.Limit{quota.Per(quota.Requests, 1, 10*time.Second)}}}, interceptor.Options{})
+	u := newUnit(t, map[quota.Key]quota.Policy{key: {Limits: []quota.Limit{quota.Per(quota.Requests, 1, 10*time.Second).WithBurst(10 * time.Second)}}}, interceptor.Options{})
 	_, err := u.complete(request("gpt-u"))
 	require.NoError(t, err)
 
@@ -165,7 +165,7 @@ func TestQueuedCallEndsAttemptWithTheWait(t *testing.T) {
 
 func TestCallsThatCanNeverRunFailAtOnce(t *testing.T) {
 	key := openaiKey("gpt-u")
-	u := newUnit(t, map[quota.Key]quota.Policy{key: {Limits: []quota.Limit{quota.PerMinute(quota.Tokens, 50)}}}, interceptor.Options{})
+	u := newUnit(t, map[quota.Key]quota.Policy{key: {Limits: []quota.Limit{quota.PerMinute(quota.Tokens, 50).WithBurst(time.Minute)}}}, interceptor.Options{})
 
 	_, err := u.complete(request("gpt-u")) // max 100 output tokens > 50 tokens/min
 	appErr := appError(t, err)
@@ -229,7 +229,7 @@ func TestClosedDailyQuotaFailsWithoutACall(t *testing.T) {
 func TestProviderHeadersLowerTheStoresLevels(t *testing.T) {
 	key := openaiKey("gpt-u")
 	// The policy believes in far more than llmsim's 10,000 requests a minute.
-	u := newUnit(t, map[quota.Key]quota.Policy{key: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1_000_000)}}}, interceptor.Options{})
+	u := newUnit(t, map[quota.Key]quota.Policy{key: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1_000_000).WithBurst(time.Minute)}}}, interceptor.Options{})
 	_, err := u.complete(request("gpt-u"))
 	require.NoError(t, err)
 	snap, err := u.store.Snapshot(context.Background(), key)
@@ -241,7 +241,7 @@ func TestProviderHeadersLowerTheStoresLevels(t *testing.T) {
 // failure, or a panic in the activity.
 func TestLeaseIsReleasedAfterAFailureOrAPanic(t *testing.T) {
 	key := openaiKey("gpt-u")
-	policy := quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1000), quota.Concurrent(1)}}
+	policy := quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1000).WithBurst(time.Minute), quota.Concurrent(1)}}
 	leases := func(u *unit) float64 {
 		snap, err := u.store.Snapshot(context.Background(), key)
 		require.NoError(t, err)
@@ -436,7 +436,7 @@ func TestUngovernedActivitiesPassThrough(t *testing.T) {
 }
 
 func TestWaitPastTheDeadlineEscalatesOrFails(t *testing.T) {
-	hourly := quota.Policy{Limits: []quota.Limit{quota.Per(quota.Requests, 1, time.Hour)}}
+	hourly := quota.Policy{Limits: []quota.Limit{quota.Per(quota.Requests, 1, time.Hour).WithBurst(time.Hour)}}
 	policies := map[quota.Key]quota.Policy{openaiKey("gpt-u"): hourly, openaiKey("gpt-backup"): generous()}
 	for _, tc := range []struct {
 		name      string

@@ -34,7 +34,7 @@ import (
 
 // generous is a policy that never binds in these tests.
 func generous() quota.Policy {
-	return quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10_000), quota.PerMinute(quota.Tokens, 10_000_000)}}
+	return quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10_000).WithBurst(time.Minute), quota.PerMinute(quota.Tokens, 10_000_000).WithBurst(time.Minute)}}
 }
 
 func memoryStore(t *testing.T, policies map[quota.Key]quota.Policy) quota.Store {
@@ -130,7 +130,7 @@ func TestQuotaRefusalIsTheServersRetryDelay(t *testing.T) {
 	e := newEnv(t, llmsim.Config{Models: simModels("gpt-b0", "gpt-b1", "gpt-b2")})
 	policies := map[quota.Key]quota.Policy{}
 	for i := range keys {
-		policies[openaiKey(fmt.Sprintf("gpt-b%d", i))] = quota.Policy{Limits: []quota.Limit{quota.Per(quota.Requests, 1, 2*time.Second)}}
+		policies[openaiKey(fmt.Sprintf("gpt-b%d", i))] = quota.Policy{Limits: []quota.Limit{quota.Per(quota.Requests, 1, 2*time.Second).WithBurst(2 * time.Second)}}
 	}
 	ic, sl := e.startWorker(interceptor.Options{Store: memoryStore(t, policies)})
 
@@ -313,7 +313,9 @@ func TestOwnHeartbeatDetailsSurviveTheBudget(t *testing.T) {
 	run, err := e.client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "reader", TaskQueue: e.taskQueue}, readWorkflow, "a long document")
 	require.NoError(t, err)
 	var out string
-	require.NoError(t, run.Get(context.Background(), &out))
+	ctx, cancel := e.waitCtx(2 * time.Minute)
+	defer cancel()
+	require.NoError(t, waited(ctx, run.Get(ctx, &out)))
 	require.Equal(t, "resumed from page-3", out)
 	require.EqualValues(t, 2, p.attempts.Load())
 	st := ic.Stats()
@@ -349,7 +351,7 @@ func counterSum(t *testing.T, reader *sdkmetric.ManualReader, name string) int64
 func TestCanceledWaitGivesItsPlaceBack(t *testing.T) {
 	e := newEnv(t, llmsim.Config{Models: simModels("gpt-cancel")})
 	key := openaiKey("gpt-cancel")
-	store := memoryStore(t, map[quota.Key]quota.Policy{key: {Limits: []quota.Limit{quota.Per(quota.Requests, 1, time.Minute)}}})
+	store := memoryStore(t, map[quota.Key]quota.Policy{key: {Limits: []quota.Limit{quota.Per(quota.Requests, 1, time.Minute).WithBurst(time.Minute)}}})
 	ic, _ := e.startWorker(interceptor.Options{Store: store, WaitInWorkflow: true})
 
 	_, err := e.result(e.start("cancel-first", agent("gpt-cancel")))

@@ -44,7 +44,7 @@ func Summarize(ctx context.Context, doc string, maxWords int) (string, error) {
 // exampleStore is one account's budget: 100 requests and 10,000 tokens a
 // minute on each model.
 func exampleStore() quota.Store {
-	budget := quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 100), quota.PerMinute(quota.Tokens, 10_000)}}
+	budget := quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 100).WithBurst(time.Minute), quota.PerMinute(quota.Tokens, 10_000).WithBurst(time.Minute)}}
 	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{
 		{Provider: "anthropic", Model: "claude-haiku"}: budget,
 		{Provider: "openai", Model: "gpt-4o-mini"}:     budget,

@@ -39,14 +39,14 @@ func TestTerminatedWorkflowGivesItsPlaceBack(t *testing.T) {
 	e := newEnv(t, llmsim.Config{Models: simModels("unused")})
 	key := quota.Key{Provider: "openai", Model: "gpt-stranded"}
 	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{key: {
-		Limits:   []quota.Limit{quota.Per(quota.Tokens, 1000, time.Hour), quota.Concurrent(1)},
+		Limits:   []quota.Limit{quota.Per(quota.Tokens, 1000, time.Hour).WithBurst(time.Hour), quota.Concurrent(1)},
 		LeaseTTL: 2 * time.Second,
 	}})
 	require.NoError(t, err)
 	store, err := redis.New(redistest.Start(t), ps, redis.Options{})
 	require.NoError(t, err)
 	ic, err := interceptor.New(interceptor.Options{
-		Store:          store,
+		Store:          e.watch(store),
 		WaitInWorkflow: true,
 		Activities: map[string]interceptor.ChargeFunc{"Hold": func([]any) (quota.Charge, error) {
 			return quota.Charge{Key: key, Cost: quota.Cost{Requests: 1, Tokens: 900}}, nil

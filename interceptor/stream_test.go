@@ -225,7 +225,7 @@ func TestStreamCanceledByTheWorkflowReleasesItsLease(t *testing.T) {
 	})
 	key := claudeKey("claude-cancel")
 	store := &settlements{Store: memoryStore(t, map[quota.Key]quota.Policy{key: {Limits: []quota.Limit{
-		quota.PerMinute(quota.Requests, 1000), quota.Per(quota.OutputTokens, 100_000, time.Hour), quota.Concurrent(1),
+		quota.PerMinute(quota.Requests, 1000).WithBurst(time.Minute), quota.Per(quota.OutputTokens, 100_000, time.Hour).WithBurst(time.Hour), quota.Concurrent(1),
 	}}})}
 	// The SDK learns of a cancellation from a heartbeat's answer; a short
 	// throttle sends the pulse's next heartbeat at once.

@@ -156,7 +156,7 @@ func TestStatusOnTheMemoryStore(t *testing.T) {
 	require.Equal(t, 0, code, stderr.String())
 	out := stdout.String()
 	require.Contains(t, out, "no REDIS_URL")
-	require.Regexp(t, `openai/default/gpt-4o-mini\s+requests\s+57\s+0\.95\s+57\.0\s+\[#+\]`, out)
+	require.Regexp(t, `openai/default/gpt-4o-mini\s+requests\s+57\s+0\.95\s+0\.95\s+\[#+\]`, out)
 	require.Regexp(t, `anthropic/default/claude-3-5-haiku-latest\s+output_tokens\s+400000`, out)
 }
 

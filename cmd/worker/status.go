@@ -112,15 +112,13 @@ func writeStatus(ctx context.Context, out io.Writer, store quota.Store, ps quota
 			if l.Axis.Calibrated() {
 				estimate = "×" + strconv.FormatFloat(snap.EstimateRatio, 'f', 2, 64)
 			}
-			burst := "-"
+			// A bucket's level holds at most its burst: the fill is of that.
+			burst, full := "-", float64(l.Capacity)
 			if l.Axis.Kind() == quota.Bucket {
-				burst = strconv.FormatFloat(l.Burst, 'f', -1, 64)
-				if len(burst) > 8 {
-					burst = strconv.FormatFloat(l.Burst, 'f', 2, 64)
-				}
+				burst, full = units(l.Burst), l.Burst
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", k, l.Axis, l.Capacity, burst,
-				strconv.FormatFloat(l.Available, 'f', 1, 64), bar(l.Available, l.Capacity, 10), estimate, n)
+				units(l.Available), fill(l.Available, full, 10), estimate, n)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -195,11 +193,25 @@ func joinNote(a, b string) string {
 
 // bar draws available/capacity as a bar of width cells, e.g. "[#####.....]";
 // a negative level (reservations queued) draws an empty bar marked "!".
+// units formats a level: as it is when short (0.95, -19, 200000), else
+// to two decimals.
+func units(x float64) string {
+	if s := strconv.FormatFloat(x, 'f', -1, 64); len(s) <= 8 {
+		return s
+	}
+	return strconv.FormatFloat(x, 'f', 2, 64)
+}
+
 func bar(available float64, capacity int64, width int) string {
-	if capacity <= 0 || width <= 0 {
+	return fill(available, float64(capacity), width)
+}
+
+// fill draws available of full as a bar width wide: [!....] below zero.
+func fill(available, full float64, width int) string {
+	if full <= 0 || width <= 0 {
 		return ""
 	}
-	frac := available / float64(capacity)
+	frac := available / full
 	if frac < 0 {
 		return "[!" + strings.Repeat(".", width-1) + "]"
 	}

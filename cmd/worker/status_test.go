@@ -52,14 +52,15 @@ func TestStatusShowsWhatTheFleetSpentInRedis(t *testing.T) {
 	require.NoError(t, status(context.Background(), config{Config: worker.Config{RedisURL: srv.URL()}}, &out, quietLogger()))
 	require.Contains(t, out.String(), "store: Redis")
 
-	// 57 requests (60 less 5% headroom) less 20, plus what refilled since
-	// (57 a minute); 200000 tokens less 50000, likewise.
+	// A burst of 0.95 requests (a second of 57 a minute: 60 less 5%
+	// headroom) less 20, plus what refilled since at 0.95 a second; a
+	// burst of 3166.67 tokens less 50000, likewise.
 	requests := available(t, out.String(), "openai/default/gpt-4o-mini", "requests", 57)
-	require.GreaterOrEqual(t, requests, 36.5)
-	require.Less(t, requests, 50.0, "status shows the spent budget:\n%s", out.String())
+	require.GreaterOrEqual(t, requests, -19.06)
+	require.Less(t, requests, -10.0, "status shows the spent budget:\n%s", out.String())
 	tokens := available(t, out.String(), "openai/default/gpt-4o-mini", "tokens", 190000)
-	require.Less(t, tokens, 180_000.0, "status shows the spent budget:\n%s", out.String())
-	require.Equal(t, 600.0, available(t, out.String(), "openai/default/gpt-4o", "requests", 600), "untouched keys stay full")
+	require.Less(t, tokens, -40_000.0, "status shows the spent budget:\n%s", out.String())
+	require.Equal(t, 10.0, available(t, out.String(), "openai/default/gpt-4o", "requests", 600), "untouched keys stay full: a second of 600 a minute")
 }
 
 // available reads one row's AVAILABLE column (after BURST) from writeStatus's table.
@@ -103,8 +104,15 @@ func TestStatusShowsTheLearnedEstimateRatio(t *testing.T) {
 	for i := range 3 {
 		ticket := "ratio-" + strconv.Itoa(i)
 		est := quota.Cost{Requests: 1, Tokens: 1000, InputTokens: 1000, OutputTokens: 64}
-		_, err := fleet.Reserve(ctx, quota.Reservation{Key: key, Ticket: ticket, Cost: est, Prompt: 1000})
+		r := quota.Reservation{Key: key, Ticket: ticket, Cost: est, Prompt: 1000}
+		d, err := fleet.Reserve(ctx, r)
 		require.NoError(t, err)
+		for d.Outcome == quota.Queued { // a second's burst: one call at once
+			time.Sleep(d.Wait)
+			d, err = fleet.Reserve(ctx, r)
+			require.NoError(t, err)
+		}
+		require.Equal(t, quota.Granted, d.Outcome)
 		require.NoError(t, fleet.Settle(ctx, quota.Settlement{Key: key, Ticket: ticket, Counted: true, Prompt: 1000,
 			Actual: quota.Cost{Requests: 1, Tokens: 1300, InputTokens: 1300, OutputTokens: 20}}))
 	}
