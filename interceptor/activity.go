@@ -134,13 +134,26 @@ func (a *activityInbound) applyFallbackStep(ctx context.Context, in *interceptor
 
 func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteActivityInput, c *call) (any, error) {
 	o := &a.root.opts
-	start := time.Now()
-	d, err := o.Store.Reserve(ctx, c.r)
-	a.root.ins.store(ctx, "reserve", start)
-	if err != nil {
-		return a.reserveFailed(ctx, in, c, err)
+	var d quota.Decision
+	for visit := 0; ; visit++ {
+		start := time.Now()
+		var err error
+		d, err = o.Store.Reserve(ctx, c.r)
+		a.root.ins.store(ctx, "reserve", start)
+		if err != nil {
+			return a.reserveFailed(ctx, in, c, err)
+		}
+		a.root.ins.admission(ctx, c.r.Key, d)
+		// A place in line that matures within PaceWithin is waited for
+		// here, to the moment, rather than by a retry whose dispatch
+		// would start the call late (see pace).
+		if d.Outcome != quota.Queued || d.Reason != quota.Capacity || d.Wait > o.PaceWithin || visit >= maxPacedVisits {
+			break
+		}
+		if err := sleep(ctx, d.Wait+o.RetryMargin); err != nil {
+			return nil, err
+		}
 	}
-	a.root.ins.admission(ctx, c.r.Key, d)
 	if d.Outcome != quota.Granted {
 		return nil, a.wait(ctx, c, d)
 	}
@@ -267,8 +280,14 @@ func (a *activityInbound) wait(ctx context.Context, c *call, d quota.Decision) e
 	if d.Axis != 0 {
 		msg += " (" + d.Axis.String() + ")"
 	}
+	// A place in line is come back to PaceWithin/2 before it matures, and
+	// waited out to the moment in process (see governed).
+	retry := d.Wait + o.RetryMargin
+	if d.Outcome == quota.Queued && d.Reason == quota.Capacity {
+		retry = d.Wait - o.PaceWithin/2
+	}
 	return temporal.NewApplicationErrorWithOptions(msg, tollgate.QuotaRefused, temporal.ApplicationErrorOptions{
-		NextRetryDelay: max(d.Wait+o.RetryMargin, minNextRetryDelay),
+		NextRetryDelay: max(retry, minNextRetryDelay),
 		Category:       temporal.ApplicationErrorCategoryBenign,
 	})
 }
@@ -289,7 +308,17 @@ func (a *activityInbound) pace(ctx context.Context, c *call, d quota.Decision) e
 				Category:       temporal.ApplicationErrorCategoryBenign,
 			})
 	}
-	t := time.NewTimer(d.Start)
+	return sleep(ctx, d.Start)
+}
+
+// maxPacedVisits bounds how often one attempt asks the store again after
+// waiting in process for its place: a place's maturity moves later only
+// when other tenants' calls are placed ahead of it.
+const maxPacedVisits = 4
+
+// sleep waits d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:

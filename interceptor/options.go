@@ -24,7 +24,7 @@ const (
 	DefaultStoreRetry        = time.Second
 	DefaultSpendCapPause     = time.Hour
 	DefaultRetryMargin       = 25 * time.Millisecond
-	DefaultPaceWithin        = time.Second
+	DefaultPaceWithin        = 250 * time.Millisecond
 	minNextRetryDelay        = 10 * time.Millisecond
 	defaultStoreCallDeadline = 5 * time.Second
 )
@@ -90,20 +90,24 @@ type Options struct {
 	// StoreRetry is the wait before retrying when the store cannot be
 	// reached. Default 1 s.
 	StoreRetry time.Duration
-	// RetryMargin is added to the wait of a call that must wait for its
-	// place in line to mature. The provider's own bucket starts counting
-	// when the first call reaches it, a few milliseconds after Tollgate's
-	// does, so a call released the instant its place matures could arrive
-	// a hair early and be refused. The margin shifts every release by the
-	// same amount, so it costs no throughput. Default 25 ms.
+	// RetryMargin is added to the wait of a call that waits for its place
+	// in line to mature (in process, see PaceWithin) and to other waits
+	// ended by a retry. The provider's own bucket starts counting when the
+	// first call reaches it, a few milliseconds after Tollgate's does, so
+	// a call released the instant its place matures could arrive a hair
+	// early and be refused. The margin shifts every release by the same
+	// amount, so it costs no throughput. Default 25 ms.
 	RetryMargin time.Duration
-	// PaceWithin is the longest a granted call waits in its activity for
-	// its start (quota.Decision.Start: the store spaces the starts of
-	// calls by the limits' bursts, see quota.Limit.Burst), holding its
-	// worker slot: a shorter sleep than a scheduled retry's own delay,
-	// and as precise as the worker's timer. A call whose start is further
-	// off ends its attempt with a scheduled retry due PaceWithin/2 before
-	// its start, keeping its grant. Default 1 s.
+	// PaceWithin is the longest a call waits in its activity, holding its
+	// worker slot, for its place in line to mature or for its start
+	// (quota.Decision.Start: the store spaces the starts of calls by the
+	// limits' bursts, see quota.Limit.Burst). A scheduled retry starts a
+	// call tens of milliseconds after it is due, and unevenly; a wait in
+	// process is as precise as the worker's timer, which a provider
+	// enforcing its limit per second needs. Longer waits end the attempt
+	// with a retry due PaceWithin/2 before the place matures (or the start
+	// comes), so the call is back in time to wait the rest here; a grant
+	// is kept meanwhile. Default 250 ms.
 	PaceWithin time.Duration
 	// SpendCapPause is how long a key is paused after a spend cap whose
 	// reset time the provider did not say. Default 1 h.

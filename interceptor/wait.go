@@ -23,6 +23,10 @@ const ticketHeader = "tollgate-ticket"
 // histories recorded without it replay without it.
 const waitVersion = "tollgate.wait-in-workflow"
 
+// paceVersion gates scheduling a waiting call's activity ahead of its
+// place's maturity, so histories that slept past it replay as they ran.
+const paceVersion = "tollgate.pace-ahead"
+
 // defaultPlaceTTL is how long a place waits for its activity to start once
 // it matures, when the activity has no ScheduleToStart timeout: long enough
 // for a task queue's usual backlog, short enough that the place of a
@@ -133,7 +137,14 @@ func (o *workflowOutbound) reserve(ctx workflow.Context, charge quota.Charge, ao
 	}
 	pastDeadline := ao.ScheduleToCloseTimeout > 0 && res.Wait > ao.ScheduleToCloseTimeout
 	if res.Outcome == quota.Queued && res.Reason == quota.Capacity && !pastDeadline {
-		if err := workflow.Sleep(ctx, res.Wait+o.root.opts.RetryMargin); err != nil {
+		// The activity is scheduled PaceWithin/2 before the place
+		// matures, and waits the rest out to the moment (see governed):
+		// a timer and a dispatch start a call later, and unevenly.
+		wait := res.Wait + o.root.opts.RetryMargin
+		if workflow.GetVersion(ctx, paceVersion, workflow.DefaultVersion, 1) == 1 {
+			wait = max(res.Wait-o.root.opts.PaceWithin/2, 0)
+		}
+		if err := workflow.Sleep(ctx, wait); err != nil {
 			dctx, _ := workflow.NewDisconnectedContext(lctx)
 			_ = workflow.ExecuteLocalActivity(dctx, o.root.cancelPlace, in).Get(dctx, nil)
 			return "", err
