@@ -60,6 +60,11 @@ type env struct {
 	simURL    string
 	client    client.Client
 	taskQueue string
+	// broken ends when a watched store fails (breakStore), its cause the
+	// failure, which fails the test unless forgiven: see watch.
+	broken     context.Context
+	breakStore context.CancelCauseFunc
+	forgiven   bool
 }
 
 func quietLogger() sdklog.Logger {
@@ -75,8 +80,19 @@ func newEnv(t *testing.T, cfg llmsim.Config) *env {
 	c, err := server.Dial(client.Options{Logger: quietLogger()})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	return &env{t: t, sim: sim, simURL: srv.URL, client: c, taskQueue: "tq-" + t.Name()}
+	e := &env{t: t, sim: sim, simURL: srv.URL, client: c, taskQueue: "tq-" + t.Name()}
+	e.broken, e.breakStore = context.WithCancelCause(context.Background())
+	t.Cleanup(func() {
+		if e.broken.Err() != nil && !e.forgiven && !t.Failed() {
+			t.Errorf("%v", context.Cause(e.broken))
+		}
+	})
+	return e
 }
+
+// forgive keeps a watched store's failure, which the test caused on
+// purpose, from failing the test when it ends.
+func (e *env) forgive() { e.forgiven = true }
 
 func (e *env) activities() *activities.Activities {
 	a, err := activities.New(activities.Config{
@@ -220,6 +236,9 @@ func (e *env) startWorkerWith(opts interceptor.Options, ws workerSetup) (*interc
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if opts.Store != nil {
+		opts.Store = e.watch(opts.Store)
+	}
 	ic, err := interceptor.New(opts)
 	require.NoError(e.t, err)
 	sl := &slots{}
@@ -244,15 +263,27 @@ func (e *env) start(id string, in workflows.AgentInput) client.WorkflowRun {
 		ID: id, TaskQueue: e.taskQueue, WorkflowExecutionTimeout: 2 * time.Minute,
 	}, workflows.AgentWorkflow, in)
 	require.NoError(e.t, err)
+	e.endWithTest(run)
 	return run
 }
 
+// endWithTest terminates run when the test ends, if it still runs: a test
+// that failed leaves no workflow running on the shared server for a later
+// test that starts one with the same id to wait on (ExecuteWorkflow returns
+// the running one) until its timeout.
+func (e *env) endWithTest(run client.WorkflowRun) {
+	e.t.Cleanup(func() {
+		_ = e.client.TerminateWorkflow(context.Background(), run.GetID(), run.GetRunID(), "the test ended")
+	})
+}
+
+// result waits for run's result (see waitCtx).
 func (e *env) result(run client.WorkflowRun) (workflows.AgentResult, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := e.waitCtx(2 * time.Minute)
 	defer cancel()
 	var out workflows.AgentResult
 	err := run.Get(ctx, &out)
-	return out, err
+	return out, waited(ctx, err)
 }
 
 func (e *env) history(id string) []*historypb.HistoryEvent {

@@ -87,7 +87,7 @@ func TestLeaseOutlivesItsTTLWhileTheCallRuns(t *testing.T) {
 	require.NoError(t, err)
 	var logs syncbuf.Buffer
 	ic, err := interceptor.New(interceptor.Options{
-		Store: store,
+		Store: e.watch(store),
 		Activities: map[string]interceptor.ChargeFunc{"Hold": func([]any) (quota.Charge, error) {
 			return quota.Charge{Key: key, Cost: quota.Cost{Requests: 1, Tokens: 1000}}, nil
 		}},
@@ -103,9 +103,9 @@ func TestLeaseOutlivesItsTTLWhileTheCallRuns(t *testing.T) {
 
 	run, err := e.client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "hold-twice", TaskQueue: e.taskQueue}, holdTwice)
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := e.waitCtx(time.Minute)
 	defer cancel()
-	require.NoError(t, run.Get(ctx, nil))
+	require.NoError(t, waited(ctx, run.Get(ctx, nil)))
 
 	require.EqualValues(t, 1, h.peak.Load(), "Concurrent(1) had two calls in flight: a lease lapsed while its call ran")
 	require.EqualValues(t, 2, ic.Stats().Admitted)

@@ -47,6 +47,7 @@ func (e *env) runStream(id string, req activities.Request, heartbeat time.Durati
 		ID: id, TaskQueue: e.taskQueue, WorkflowExecutionTimeout: 2 * time.Minute,
 	}, streamWorkflow, req, heartbeat)
 	require.NoError(e.t, err)
+	e.endWithTest(run)
 	return run
 }
 
