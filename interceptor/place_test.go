@@ -15,9 +15,7 @@ import (
 
 	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/quota"
-	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
-	"github.com/tollgate/tollgate/testsuite/redistest"
 )
 
 // stranded calls "Hold" on a task queue no worker polls: its place in line
@@ -43,8 +41,7 @@ func TestTerminatedWorkflowGivesItsPlaceBack(t *testing.T) {
 		LeaseTTL: 2 * time.Second,
 	}})
 	require.NoError(t, err)
-	store, err := redis.New(redistest.Start(t), ps, redis.Options{})
-	require.NoError(t, err)
+	store := redisStore(t, ps)
 	ic, err := interceptor.New(interceptor.Options{
 		Store:          e.watch(store),
 		WaitInWorkflow: true,

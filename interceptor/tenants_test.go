@@ -21,9 +21,7 @@ import (
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/quota"
-	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
-	"github.com/tollgate/tollgate/testsuite/redistest"
 )
 
 func tenantKey(model, tenant string) quota.Key {
@@ -124,8 +122,7 @@ func TestQuietTenantIsNotStarved(t *testing.T) {
 	account := quota.Policy{Limits: []quota.Limit{quota.Per(quota.Requests, limit, time.Second)}, Headroom: 0.1}
 	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{openaiKey(model): account})
 	require.NoError(t, err)
-	store, err := redis.New(redistest.Start(t), ps, redis.Options{})
-	require.NoError(t, err)
+	store := redisStore(t, ps)
 	granted := &grantClock{}
 	held := &holdBack{prefix: "quiet-", release: make(chan struct{})}
 	ic, sl, _ := e.startWorkerWith(interceptor.Options{Store: store}, workerSetup{outer: []sdkinterceptor.WorkerInterceptor{held}, inner: []sdkinterceptor.WorkerInterceptor{granted}})

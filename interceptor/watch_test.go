@@ -11,6 +11,8 @@ import (
 
 	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/redis"
+	"github.com/tollgate/tollgate/testsuite/redistest"
 )
 
 // A store failing under a test (an error that is none of the answers the
@@ -120,6 +122,20 @@ func waited(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (waiting: %v)", context.Cause(ctx), err)
 	}
 	return err
+}
+
+// redisStore starts a Redis for the test and returns a Store of ps on it,
+// having read every key once: a store that cannot serve (a script its Redis
+// cannot run) fails the test at once, not when a wait for it gives up.
+func redisStore(t *testing.T, ps quota.Policies) *redis.Store {
+	t.Helper()
+	s, err := redis.New(redistest.Start(t), ps, redis.Options{})
+	require.NoError(t, err)
+	for _, k := range ps.Keys() {
+		_, err := s.Snapshot(context.Background(), k)
+		require.NoError(t, err, "the store cannot serve %s", k)
+	}
+	return s
 }
 
 // failingStore is a store whose Reserve fails as a script Redis cannot run
