@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/internal/devserver"
+	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
 	"github.com/tollgate/tollgate/testsuite/redistest"
 )
@@ -49,6 +50,7 @@ func TestFleetSurvivesRedisRestartAndReplicaLoss(t *testing.T) {
 	l := limits{Period: time.Second, Requests: 10, InputTokens: 10000, OutputTokens: 2000, Density: 1,
 		Concurrency: 3, LeaseTTL: faultLeaseTTL}
 	s := setupNamed(t, l, rds.Addr(), "tollgate-redis")
+	requireServes(t, rds, l)
 	sim, err := llmsim.New(llmsim.Config{Models: []llmsim.Model{l.simModel("fleet-" + s.name)}, Latency: faultLatency, Seed: 1})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -94,4 +96,20 @@ func setupNamed(t *testing.T, l limits, redisAddr, name string) setup {
 	}
 	t.Fatalf("no setup %q", name)
 	return setup{}
+}
+
+// requireServes fails the test at once when a store of l's policy cannot
+// serve on rds (a script its Redis cannot run), instead of after the run's
+// window and drain with every workflow lost. It reads under a prefix of its
+// own, leaving the run's keys alone.
+func requireServes(t *testing.T, rds *redistest.Server, l limits) {
+	t.Helper()
+	ps, err := policies(l, "probe")
+	require.NoError(t, err)
+	store, err := redis.New(rds.Client(), ps, redis.Options{Prefix: "fleet-probe"})
+	require.NoError(t, err)
+	for _, k := range ps.Keys() {
+		_, err := store.Snapshot(context.Background(), k)
+		require.NoError(t, err, "the store cannot serve %s", k)
+	}
 }
