@@ -53,7 +53,7 @@ const (
 	// BurstGain and RateGain are what each call settled with its usage
 	// counted adds back, up to 1.
 	BurstGain = 1.0 / 200
-	RateGain  = 1.0 / 4000
+	RateGain  = 1.0 / 20000
 )
 
 // Margin is what a key has learned of its provider's limiter: the fractions

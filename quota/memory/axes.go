@@ -82,12 +82,17 @@ func (b *bucket) resize(now time.Time, capacity int64, m quota.Margin) {
 	b.set(now, math.Min(l, b.burst))
 }
 
-// setMargin makes the bucket's burst and rate those of margin m from now,
-// keeping its level (capped at the new burst).
+// setMargin makes the bucket's burst and rate those of margin m from now.
+// The level keeps what it owes: a level below the burst is a debt the
+// calls after it wait for, so it moves by as much as the burst does (a
+// smaller burst must not let a call larger than it go sooner).
 func (b *bucket) setMargin(now time.Time, m quota.Margin) {
-	l := b.level(now)
-	b.burst, b.rate = b.limit.Gate(b.capacity, m)
-	b.set(now, math.Min(l, b.burst))
+	burst, rate := b.limit.Gate(b.capacity, m)
+	if !b.at.IsZero() {
+		b.set(now, math.Min(b.level(now)+burst-b.burst, burst))
+	}
+	b.gate.shift(now, b.burst, b.rate, burst)
+	b.burst, b.rate = burst, rate
 }
 
 // waitFor returns how long until the level reaches need at the bucket's rate,

@@ -29,6 +29,20 @@ func (g *gate) levelAt(now time.Time, burst, rate float64) float64 {
 	return math.Min(l, burst)
 }
 
+// shift moves the gate's level, read at burst and rate, by as much as its
+// burst moves to next (see bucket.setMargin), dating it now unless it is
+// dated at a start yet to come.
+func (g *gate) shift(now time.Time, burst, rate, next float64) {
+	if g.at.IsZero() {
+		return // full
+	}
+	at := g.at
+	if at.Before(now) {
+		at = now
+	}
+	g.level, g.at = math.Min(g.levelAt(at, burst, rate)+next-burst, next), at
+}
+
 // startIn returns how long until a call costing n may start through the
 // gate: until its level holds n, or the whole burst for a call larger. A
 // gate charged as of a later start than now is read as of that start.
@@ -95,11 +109,7 @@ func (ks *keyState) setMargin(now time.Time, m quota.Margin) {
 		return
 	}
 	for i := range ks.buckets {
-		b := &ks.buckets[i]
-		if !b.gate.at.After(now) {
-			b.gate.level, b.gate.at = b.gate.levelAt(now, b.burst, b.rate), now
-		}
-		b.setMargin(now, m)
+		ks.buckets[i].setMargin(now, m)
 	}
 	ks.margin = m
 }

@@ -111,6 +111,16 @@ func testMargin(t *testing.T, s suite) {
 	e.settle("b", quota.Cost{Requests: 1, Tokens: 10}) // not counted: nothing learned
 	require.InDelta(t, m.Burst+quota.BurstGain, e.snapshot().Margin.Burst, 1e-9)
 
+	// A lesson keeps what a bucket owes: a call larger than the burst
+	// left the level 900 short of it, and a narrower burst must not let
+	// the next call go sooner. 6000 tokens a minute, cut: a burst of 50,
+	// refilled at 98 a second; 50 more after the debt of 950 → 1000/98 s.
+	g := s.setup(t, "margin-debt", quota.Policy{Limits: []quota.Limit{quota.PerMinute(tk, 6000)}})
+	g.expect(granted, "a", tokens(1000))
+	g.pause(time.Millisecond, quota.RateLimitedPause)
+	g.clock.Advance(time.Millisecond)                             // the pause ends; 0.098 refilled
+	g.expect(queued(10203*time.Millisecond, tk), "b", tokens(50)) // (1000 - 0.098)/98 s
+
 	// The margin narrows the bucket and slows it: at the floor, a burst of
 	// a whole minute of 60/min holds 60/16 = 3.75 and refills at 0.8 a
 	// second. Three go at once; the fourth waits for the 0.25 it lacks.

@@ -558,19 +558,28 @@ local function start(cost)
 end
 
 -- remargin makes the root's margin (mb, mr) from now: its buckets and
--- gates keep the levels they have now and refill at the new rate after.
+-- gates keep what they owe (a level below its burst is a debt the calls
+-- after it wait for; a new burst moves the level by as much as the burst
+-- moves) and refill at the new rate after.
 local function remargin(mb, mr)
   local hs = {'mb', fmt(mb), 'mr', fmt(mr)}
   for k = 1, root.n do
     local a = root.axes[k]
     if a.kind == BUCKET then
+      local burst = a.cap * a.bs * mb
+      local delta = burst - a.burst
       local lk, tk = 'l' .. a.id, 't' .. a.id
       if a.st[lk] then
-        hs[#hs + 1], hs[#hs + 2], hs[#hs + 3], hs[#hs + 4] = lk, fmt(level(a)), tk, stamp(a)
+        local l = level(a) + delta
+        if l > burst then l = burst end
+        hs[#hs + 1], hs[#hs + 2], hs[#hs + 3], hs[#hs + 4] = lk, fmt(l), tk, stamp(a)
       end
       local ts = tonumber(a.st['h' .. a.id] or '')
-      if ts and ts < now then
-        hs[#hs + 1], hs[#hs + 2], hs[#hs + 3], hs[#hs + 4] = 'g' .. a.id, fmt(gateLevel(a, now)), 'h' .. a.id, nowS
+      if ts then
+        local at = ts > now and ts or now
+        local g = gateLevel(a, at) + delta
+        if g > burst then g = burst end
+        hs[#hs + 1], hs[#hs + 2], hs[#hs + 3], hs[#hs + 4] = 'g' .. a.id, fmt(g), 'h' .. a.id, fmt(at)
       end
     end
   end
