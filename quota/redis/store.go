@@ -376,7 +376,8 @@ var (
 	marginGains = [2]any{fmtFloat(quota.BurstGain), fmtFloat(quota.RateGain)}
 )
 
-func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+// fmtFloat writes f without an exponent, which gopher-lua (miniredis) cannot parse.
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // epochName returns a name for the epochs of key state a Store begins:
 // random, so that every store's differ (see lua.go).
