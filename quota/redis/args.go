@@ -156,7 +156,7 @@ func (ks *keyState) budget(p quota.Policy) {
 		}
 		n++
 		ks.limited = append(ks.limited, a)
-		kind, period, burst := kindBucket, micros(l.Period), fmtFloat(float64(l.BurstTime()) / float64(l.Period))
+		kind, period, burst := kindBucket, micros(l.Period), fmtFloat(float64(l.BurstTime())/float64(l.Period))
 		switch a.Kind() {
 		case quota.DailyWindow:
 			kind, period, burst = kindDaily, "0", "0"
