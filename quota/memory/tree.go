@@ -224,7 +224,13 @@ func (tr *tree) known(now time.Time, sc scope, slot int32, r quota.Reservation) 
 			return paused(p, quota.Queued, now)
 		}
 		// The lease, if any, expires with the ticket, so it is still
-		// live; the caller is about to run on it, so it is renewed.
+		// live; the caller is about to run on it, so it is renewed. A
+		// grant come back after its start (a retry dispatched late, or an
+		// attempt that crashed) gave that start to nobody: it takes one
+		// anew, so it cannot start together with the call after it.
+		if t := &tr.tickets.slab[slot]; t.start.Before(now) {
+			t.start = now.Add(sc.root.start(now, t.charged))
+		}
 		tr.renew(now, sc, slot, r.LeaseTTL)
 		return grant(now, &tr.tickets.slab[slot])
 	}

@@ -776,12 +776,15 @@ local function lease(t, ticketID, fresh, grantTTL, queueTTL, low)
     return reply(2, wait, 3, 7, nil, nil, t)
   end
   -- A new grant takes its start from the gates (its m the start, from
-  -- then on) and lives grantTTL from it; a grant renewed keeps its start.
+  -- then on) and lives grantTTL from it; a grant renewed before its start
+  -- keeps it.
   local wait = 0
-  if t.s == 'g' then
+  if t.s == 'g' and tonumber(t.m) >= now then
     wait = tonumber(t.m) - now
-    if wait < 0 then wait = 0 end
   else
+    -- A grant come back after its start (a retry dispatched late, or an
+    -- attempt that crashed) gave that start to nobody: it takes one anew,
+    -- so it cannot start together with the call after it.
     wait = start({tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)})
     t.m = fmt(now + wait)
     if now + wait + grantTTL > exp then
