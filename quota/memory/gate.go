@@ -59,13 +59,14 @@ func (g *gate) startIn(now time.Time, n, burst, rate float64) time.Duration {
 	return wait
 }
 
-// take charges n as of at, the time the call starts: a gate read before
-// then reads its level as of at, refilling nothing until then.
+// take charges n as of at, the time the call starts (n < 0 refunds, never
+// above the burst): a gate read before then reads its level as of at,
+// refilling nothing until then.
 func (g *gate) take(at time.Time, n, burst, rate float64) {
 	if at.Before(g.at) {
 		at = g.at
 	}
-	g.level, g.at = g.levelAt(at, burst, rate)-n, at
+	g.level, g.at = math.Min(g.levelAt(at, burst, rate)-n, burst), at
 }
 
 // start charges cost to the start gates of the budget's buckets and
@@ -89,6 +90,18 @@ func (ks *keyState) start(now time.Time, cost quota.Cost) time.Duration {
 		}
 	}
 	return wait
+}
+
+// restart charges the start gates of the budget's buckets what a settled
+// call used beyond its charge (refunding what it used less). ks is a
+// tree's root.
+func (ks *keyState) restart(now time.Time, charged, actual quota.Cost) {
+	for i := range ks.buckets {
+		b := &ks.buckets[i]
+		if n := float64(actual.On(b.axis) - charged.On(b.axis)); n != 0 {
+			b.gate.take(now, n, b.burst, b.rate)
+		}
+	}
 }
 
 // unstart gives cost back to the start gates of the budget's buckets, for

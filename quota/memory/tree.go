@@ -226,9 +226,11 @@ func (tr *tree) known(now time.Time, sc scope, slot int32, r quota.Reservation) 
 		// The lease, if any, expires with the ticket, so it is still
 		// live; the caller is about to run on it, so it is renewed. A
 		// grant come back after its start (a retry dispatched late, or an
-		// attempt that crashed) gave that start to nobody: it takes one
-		// anew, so it cannot start together with the call after it.
+		// attempt that crashed) gave that start to nobody: it gives it
+		// back and takes one anew, so it cannot start together with the
+		// call after it.
 		if t := &tr.tickets.slab[slot]; t.start.Before(now) {
+			sc.root.unstart(now, t.charged)
 			t.start = now.Add(sc.root.start(now, t.charged))
 		}
 		tr.renew(now, sc, slot, r.LeaseTTL)
@@ -365,6 +367,8 @@ func (tr *tree) settle(now time.Time, sc scope, st quota.Settlement) (bool, erro
 		return false, nil
 	}
 	tr.correct(now, t, st.Actual)
+	// The gates are corrected too: a provider counts what a call used.
+	tr.root.restart(now, t.charged, st.Actual)
 	tr.forget(slot)
 	return true, nil
 }

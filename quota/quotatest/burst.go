@@ -38,6 +38,12 @@ func testBurst(t *testing.T, s suite) {
 	f := s.setup(t, "burst-large", quota.Policy{Limits: []quota.Limit{quota.PerMinute(tk, 6000)}})
 	f.expectStart(0, "a", tokens(1000))
 	f.expect(queued(9500*time.Millisecond, tk), "b", tokens(50))
+	// Settling corrects the start gate too, as the bucket: a used 100 of
+	// its 1000, so the next call starts as soon as the bucket lets it.
+	f.cancel("b")
+	f.settle("a", tokens(100))
+	f.clock.Advance(500 * time.Millisecond)
+	f.expectStart(0, "c", tokens(50))
 
 	g := s.setup(t, "burst-whole", quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 60).WithBurst(time.Minute)}})
 	for _, id := range []string{"a", "b", "c", "d"} {

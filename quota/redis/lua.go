@@ -512,17 +512,19 @@ local function gateLevel(a, at)
 end
 
 -- gate charges sign × cost to the root's gates as of now + wait, after
--- every level it was dated at, and keeps its st current.
+-- every level it was dated at (a negative part refunds, never above the
+-- burst), and keeps its st current.
 local function gate(cost, wait, sign)
   local hs, h = {}, 0
   for k = 1, root.n do
     local a = root.axes[k]
     local c = a.kind == BUCKET and cost[a.ci] or 0
-    if c > 0 then
+    if c ~= 0 then
       local at = now + wait
       local ts = tonumber(a.st['h' .. a.id] or '')
       if ts and ts > at then at = ts end
       local l = gateLevel(a, at) - sign * c
+      if l > a.burst then l = a.burst end
       local gk, hk = 'g' .. a.id, 'h' .. a.id
       a.st[gk], a.st[hk] = fmt(l), fmt(at)
       hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = gk, a.st[gk], hk, a.st[hk]
@@ -783,9 +785,12 @@ local function lease(t, ticketID, fresh, grantTTL, queueTTL, low)
     wait = tonumber(t.m) - now
   else
     -- A grant come back after its start (a retry dispatched late, or an
-    -- attempt that crashed) gave that start to nobody: it takes one anew,
-    -- so it cannot start together with the call after it.
-    wait = start({tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)})
+    -- attempt that crashed) gave that start to nobody: it gives it back
+    -- and takes one anew, so it cannot start together with the call after
+    -- it.
+    local c = {tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)}
+    if t.s == 'g' then gate(c, 0, -1) end
+    wait = start(c)
     t.m = fmt(now + wait)
     if now + wait + grantTTL > exp then
       exp = now + wait + grantTTL
@@ -1118,6 +1123,8 @@ elseif op == 'settle' then
       adjust(b, delta, tonumber(t.w))
       if b.conc then redis.call('ZREM', b.L, ARGV[i + 4]) end
     end
+    -- The gates are corrected too: a provider counts what a call used.
+    gate(delta, 0, 1)
     redis.call('DEL', T)
     held = 1
   elseif not t then
