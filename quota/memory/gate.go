@@ -60,10 +60,22 @@ func (g *gate) startIn(now time.Time, n, burst, rate float64) time.Duration {
 }
 
 // take charges n as of at, the time the call starts (n < 0 refunds, never
-// above the burst): a gate read before then reads its level as of at,
-// refilling nothing until then.
+// above the burst, and only to a gate not dated past at): a gate read
+// before then reads its level as of at, refilling nothing until then.
 func (g *gate) take(at time.Time, n, burst, rate float64) {
+	g.takeOwn(at, n, burst, rate, time.Time{})
+}
+
+// takeOwn is take for a ticket whose start was own: a refund may undo its
+// charge on a gate dated at that start.
+func (g *gate) takeOwn(at time.Time, n, burst, rate float64, own time.Time) {
 	if at.Before(g.at) {
+		if n < 0 && !g.at.Equal(own) {
+			// The level after a start yet to come: what is given back
+			// now cannot be added there, or the next call would start
+			// together with that one. It is given back to nobody.
+			return
+		}
 		at = g.at
 	}
 	g.level, g.at = math.Min(g.levelAt(at, burst, rate)-n, burst), at
@@ -105,12 +117,12 @@ func (ks *keyState) restart(now time.Time, charged, actual quota.Cost) {
 }
 
 // unstart gives cost back to the start gates of the budget's buckets, for
-// a grant given up before its call started. ks is a tree's root.
-func (ks *keyState) unstart(now time.Time, cost quota.Cost) {
+// a grant whose call did not start at start. ks is a tree's root.
+func (ks *keyState) unstart(now time.Time, cost quota.Cost, start time.Time) {
 	for i := range ks.buckets {
 		b := &ks.buckets[i]
 		if n := float64(cost.On(b.axis)); n > 0 {
-			b.gate.take(now, -n, b.burst, b.rate)
+			b.gate.takeOwn(now, -n, b.burst, b.rate, start)
 		}
 	}
 }

@@ -230,7 +230,7 @@ func (tr *tree) known(now time.Time, sc scope, slot int32, r quota.Reservation) 
 		// back and takes one anew, so it cannot start together with the
 		// call after it.
 		if t := &tr.tickets.slab[slot]; t.start.Before(now) {
-			sc.root.unstart(now, t.charged)
+			sc.root.unstart(now, t.charged, t.start)
 			t.start = now.Add(sc.root.start(now, t.charged))
 		}
 		tr.renew(now, sc, slot, r.LeaseTTL)
@@ -394,7 +394,7 @@ func (tr *tree) cancel(now time.Time, sc scope, k quota.Key, id string) error {
 	}
 	t := &tr.tickets.slab[slot]
 	if t.state == granted {
-		tr.root.unstart(now, t.charged) // a call given up never reached the provider
+		tr.root.unstart(now, t.charged, t.start) // a call given up never reached the provider
 	}
 	tr.correct(now, t, quota.Cost{})
 	tr.forget(slot)

@@ -513,16 +513,24 @@ end
 
 -- gate charges sign × cost to the root's gates as of now + wait, after
 -- every level it was dated at (a negative part refunds, never above the
--- burst), and keeps its st current.
-local function gate(cost, wait, sign)
+-- burst, and only to a gate not dated past now, or dated at own, the
+-- start being given back), and keeps its st current.
+local function gate(cost, wait, sign, own)
   local hs, h = {}, 0
   for k = 1, root.n do
     local a = root.axes[k]
     local c = a.kind == BUCKET and cost[a.ci] or 0
+    local at = now + wait
+    local ts = tonumber(a.st['h' .. a.id] or '')
+    if ts and ts > at then
+      at = ts
+      -- A gate dated at a start yet to come holds the level after that
+      -- start: what is given back now cannot be added there, or the next
+      -- call would start together with it, unless that start is the one
+      -- given back (own). Else it is given back to nobody.
+      if sign * c < 0 and ts ~= own then c = 0 end
+    end
     if c ~= 0 then
-      local at = now + wait
-      local ts = tonumber(a.st['h' .. a.id] or '')
-      if ts and ts > at then at = ts end
       local l = gateLevel(a, at) - sign * c
       if l > a.burst then l = a.burst end
       local gk, hk = 'g' .. a.id, 'h' .. a.id
@@ -789,7 +797,7 @@ local function lease(t, ticketID, fresh, grantTTL, queueTTL, low)
     -- and takes one anew, so it cannot start together with the call after
     -- it.
     local c = {tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)}
-    if t.s == 'g' then gate(c, 0, -1) end
+    if t.s == 'g' then gate(c, 0, -1, tonumber(t.m)) end
     wait = start(c)
     t.m = fmt(now + wait)
     if now + wait + grantTTL > exp then
@@ -1164,7 +1172,7 @@ elseif op == 'cancel' then
   end
   local m = member(t, ARGV[i])
   -- A grant given up before its call started gives its start back.
-  if t.s == 'g' then gate({tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)}, 0, -1) end
+  if t.s == 'g' then gate({tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)}, 0, -1, tonumber(t.m)) end
   for _, b in ipairs(budgets) do
     adjust(b, {-tonumber(t.c1), -tonumber(t.c2), -tonumber(t.c3), -tonumber(t.c4)}, tonumber(t.w))
     if b.conc then redis.call('ZREM', b.L, ARGV[i]) end
