@@ -24,7 +24,7 @@ import (
 const lineBudgets = `policies:
   - provider: openai
     model: gpt-4o
-    limits: {requests_per_minute: 2, tokens_per_minute: 100000}
+    limits: {requests_per_minute: 2, tokens_per_minute: 100000, burst: 1m}
     tenant_weights: {acme: 2}
   - provider: openai
     model: gpt-4o
