@@ -100,6 +100,13 @@ func (ks *keyState) start(now time.Time, cost quota.Cost) time.Duration {
 		if n := float64(cost.On(b.axis)); n > 0 {
 			b.gate.take(at, n, b.burst, b.rate)
 		}
+		// The line never runs ahead of the starts: a bucket refills every
+		// axis at once while a call waits on one, which the provider's
+		// window does not, so a grant the gate starts later owes the
+		// bucket the time it waits, and the calls behind it wait as long.
+		if wait > 0 {
+			b.set(now, b.level(now)-b.rate*wait.Seconds())
+		}
 	}
 	return wait
 }

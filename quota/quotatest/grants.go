@@ -186,6 +186,8 @@ func testLapse(t *testing.T, s suite) {
 	e.clock.Advance(20 * time.Second) // 20s: the bucket refilled 2, and b lapsed
 	e.levels(map[quota.Axis]float64{rq: 1, rpd: 98})
 	e.expect(granted, "c", reqs(1))
-	e.expect(granted, "d", reqs(1))
-	e.levels(map[quota.Axis]float64{rq: 0, rpd: 97})
+	// d is granted too, to start when the start gate has room after c's
+	// start, 10 s on; the bucket owes those 10 s.
+	e.expectStart(10*time.Second, "d", reqs(1))
+	e.levels(map[quota.Axis]float64{rq: -1, rpd: 97})
 }

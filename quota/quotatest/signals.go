@@ -47,12 +47,15 @@ func testPause(t *testing.T, s suite) {
 	e.clock.Advance(time.Second)
 	e.expect(paused(quota.Queued, 2*time.Second, "overloaded"), "b", reqs(1))
 
-	e.clock.Advance(2 * time.Second) // 3s: the pause is over
-	e.expect(granted, "a", reqs(1))  // its place, charged once
-	e.expect(granted, "b", reqs(1))
-	e.expect(granted, "c", reqs(1))
-	e.expect(granted, "d", reqs(1)) // -2 + 3 = 1 available
-	e.level(rq, 0)
+	// 3s: the pause is over. The calls it held are released at the pace of
+	// the start gate, a second apart, not together; the line waits behind
+	// their starts, so d, new, waits for the one after c's.
+	e.clock.Advance(2 * time.Second) // 3s
+	e.expectStart(0, "a", reqs(1))   // its place, charged once
+	e.expectStart(time.Second, "b", reqs(1))
+	e.expectStart(2*time.Second, "c", reqs(1))
+	e.expect(queued(3*time.Second, rq), "d", reqs(1))
+	e.level(rq, -3)
 	snap = e.snapshot()
 	require.True(t, snap.PausedUntil.IsZero(), "no pause in force: %s", snap.PausedUntil)
 	require.Empty(t, snap.PauseReason)

@@ -31,11 +31,14 @@ func testQueueOrder(t *testing.T, s suite) {
 	e.expect(queued(3*time.Second, rq), "e", reqs(1)) // behind d, which matures at 3s
 	e.level(rq, -3)
 
+	// At 3s c and d have both matured: they are granted, d to start a
+	// second after c (the start gate spaces them), and e waits behind d's
+	// start, not its maturity: the line never runs ahead of the starts.
 	e.clock.Advance(2 * time.Second) // 3s
 	e.expect(granted, "c", reqs(1))
-	e.expect(granted, "d", reqs(1))
-	e.expect(queued(1*time.Second, rq), "e", reqs(1))
-	e.level(rq, -1)
+	e.expectStart(time.Second, "d", reqs(1))
+	e.expect(queued(2*time.Second, rq), "e", reqs(1))
+	e.level(rq, -2)
 }
 
 // testIdempotentTicket: reserving again under a ticket returns the same
@@ -154,11 +157,13 @@ func testSettleAcrossMidnight(t *testing.T, s suite) {
 	e.clock.Set(time.Date(2025, time.January, 16, 0, 0, 0, 0, la)) // 08:00 UTC
 	e.expect(granted, "h", cost(1000))
 	e.levels(map[quota.Axis]float64{tk: 5000, tpd: 92900, rpd: 9})
-	e.expect(granted, "g", cost(5600))
+	// g starts 6 s after h (the gate holds 5000 after h's 1000, g needs
+	// 5600), and the bucket owes those 6 s: 600.
+	e.expectStart(6*time.Second, "g", cost(5600))
 	e.settle("g", quota.Cost{Requests: 2, Tokens: 5000})
-	e.levels(map[quota.Axis]float64{tk: 5600, tpd: 93500, rpd: 9})
+	e.levels(map[quota.Axis]float64{tk: 5000, tpd: 93500, rpd: 9})
 	e.cancel("f")
-	e.levels(map[quota.Axis]float64{tk: 5700, tpd: 93600, rpd: 9})
+	e.levels(map[quota.Axis]float64{tk: 5100, tpd: 93600, rpd: 9})
 }
 
 // testCancel: Cancel refunds a queued or granted ticket's whole charge
@@ -208,13 +213,15 @@ func testTicketExpiry(t *testing.T, s suite) {
 	e.level(rq, 1)
 	e.expect(granted, "b", reqs(1)) // still held: granted without a charge, forgotten at 20s
 	e.level(rq, 1)
-	e.expect(granted, "a", reqs(1)) // forgotten: charged afresh
-	e.level(rq, 0)
-	e.expect(queued(time.Second, rq), "c", reqs(1)) // matures at 11s, forgotten at 21s
+	// Forgotten: charged afresh, to start a second after b (the start
+	// gate), which the line waits behind too.
+	e.expectStart(time.Second, "a", reqs(1))
+	e.level(rq, -1)
+	e.expect(queued(2*time.Second, rq), "c", reqs(1)) // matures at 12s, forgotten at 22s
 
 	e.clock.Advance(10*time.Second - time.Millisecond) // 19.999s
 	e.settle("b", reqs(1))
-	e.clock.Advance(time.Millisecond + 1*time.Second) // 21s
+	e.clock.Advance(time.Millisecond + 2*time.Second) // 22s
 	e.level(rq, 1)
 	e.expect(granted, "c", reqs(1)) // forgotten: charged afresh
 	e.level(rq, 0)

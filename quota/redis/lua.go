@@ -564,6 +564,23 @@ local function start(cost)
   end
   wait = math.ceil(wait)
   gate(cost, wait, 1)
+  -- The line never runs ahead of the starts: a bucket refills every axis
+  -- at once while a call waits on one, which the provider's window does
+  -- not, so a grant the gates start later owes the buckets the time it
+  -- waits, and the calls behind it in line wait as long.
+  if wait > 0 then
+    local hs = {}
+    for k = 1, root.n do
+      local a = root.axes[k]
+      if a.kind == BUCKET then
+        local lk, tk = 'l' .. a.id, 't' .. a.id
+        a.st[lk], a.st[tk] = fmt(level(a) - a.rate * wait), stamp(a)
+        a.lv = nil
+        hs[#hs + 1], hs[#hs + 2], hs[#hs + 3], hs[#hs + 4] = lk, a.st[lk], tk, a.st[tk]
+      end
+    end
+    redis.call('HSET', root.S, unpack(hs))
+  end
   return wait
 end
 
