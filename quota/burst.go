@@ -10,17 +10,20 @@ import (
 // A provider's "60 requests per minute" does not promise 60 at once: OpenAI
 // and Anthropic document that a per-minute limit may be enforced over
 // shorter periods (60 RPM as one request per second), Azure OpenAI
-// evaluates its per-minute limits over 1 s or 10 s windows. So a Store
-// spaces the starts of calls, not only their charges: besides each bucket's
-// level (charged when a call reserves, holding the whole limit), every
-// bucket axis has a start gate, a bucket that holds the limit's Burst and
-// refills at its rate, charged when a call is granted. A grant's
-// Decision.Start says how long its call should wait before it reaches the
-// provider so that no more than a burst's worth starts at once, whatever
-// time its place matured at: calls that waited for a concurrency slot, for
-// a place in line or for a pause to end leave at the pace of the gate, not
-// together. A call larger than the burst starts when the gate is full (a
-// burst is never less than one call), and the gate runs into debt for it.
+// evaluates its per-minute limits over 1 s or 10 s windows. So a bucket's
+// level holds only its Limit.Burst (by default a second's worth of a
+// per-minute limit): a call needs its cost, or the whole burst for a call
+// larger, and the level runs into debt for it, so the rest follow at the
+// limit's rate. And a Store spaces the starts of calls, not only their
+// charges: every bucket axis of an account has a start gate of the same
+// burst and rate, charged when a call is granted, as of the time it
+// starts. A grant's Decision.Start says how long its call should wait
+// before it reaches the provider, whatever time its place matured at:
+// calls that waited for a concurrency slot, for a place in line or for a
+// pause to end leave at the pace of the gate, not together. A grant the
+// gate starts later owes its buckets that wait, so the line never runs
+// ahead of the starts (a bucket earns every axis back at once while a call
+// waits on one, which a provider's short window does not).
 //
 // The gate is a model of the provider's limiter, and a 429 on a call the
 // Store granted shows that model wrong (the provider's window is shorter,
@@ -59,7 +62,7 @@ const (
 // Margin is what a key has learned of its provider's limiter: the fractions
 // of every bucket's burst and rate it may use, each in [MinBurstMargin, 1]
 // and [MinRateMargin, 1]. The zero Margin is none learned, and means 1 for
-// both (MarginOrNone).
+// both (see OrNone).
 type Margin struct {
 	Burst, Rate float64
 }

@@ -88,7 +88,10 @@ type Store interface {
 	// every tenant nested in it, a tenant's own stops that tenant alone.
 	// Callers pass a
 	// duration, never a time read from their own clock, so a worker whose
-	// clock is off neither loses nor lengthens the pause.
+	// clock is off neither loses nor lengthens the pause. The reason
+	// RateLimitedPause, for a provider's 429 on a granted call, also
+	// teaches the account's Margin (see burst.go), unless a pause of the
+	// account is in force already.
 	Pause(ctx context.Context, key Key, d time.Duration, reason string) error
 
 	// Observe lowers the levels of the budget key resolves to
