@@ -75,6 +75,27 @@ func testStartAfterSlot(t *testing.T, s suite) {
 	e.expectStart(0, "d", reqs(1)) // c's start was given back
 }
 
+// testLateStart: a grant that comes back after its start (a retry
+// dispatched late) gave that start to nobody, and takes a new one from the
+// gate, after the starts given meanwhile, rather than starting at once
+// beside them.
+func testLateStart(t *testing.T, s suite) {
+	e := s.setup(t, "late-start", quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 60)}})
+	e.expectStart(0, "a", reqs(1))
+	e.expect(queued(time.Second, rq), "b", reqs(1))
+	e.expect(queued(2*time.Second, rq), "c", reqs(1))
+	e.pause(2500*time.Millisecond, "provider overloaded")
+	e.clock.Advance(2500 * time.Millisecond) // 2.5s: the pause is over
+	e.expectStart(0, "b", quota.Cost{})
+	e.expectStart(time.Second, "c", quota.Cost{})             // to start at 3.5s
+	e.expect(queued(1500*time.Millisecond, rq), "d", reqs(1)) // behind c's start
+	e.clock.Advance(1500 * time.Millisecond)                  // 4s
+	e.expectStart(500*time.Millisecond, "d", quota.Cost{})    // a second after c's start
+	// c comes back at 4s, its start at 3.5s gone by: it starts a second
+	// after d's, not at once beside it.
+	e.expectStart(1500*time.Millisecond, "c", quota.Cost{})
+}
+
 // testMargin: a provider's rate limit on a granted call (RateLimitedPause)
 // cuts the key's margin, once per pause; spend caps, daily quotas and
 // overloads teach nothing; calls settled with their usage earn it back.

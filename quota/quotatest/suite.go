@@ -78,6 +78,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"fair_single_tenant", testFairSingleTenant},
 		{"burst", testBurst},
 		{"start_after_slot", testStartAfterSlot},
+		{"late_start", testLateStart},
 		{"margin", testMargin},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, s) })
