@@ -21,7 +21,6 @@ const maxCapacity = 1 << 50
 type bucket struct {
 	axis     quota.Axis
 	limit    quota.Limit
-	period   time.Duration
 	capacity int64   // effective capacity per period
 	rate     float64 // units per second, after the margin
 	burst    float64 // the most the level holds, after the margin
@@ -32,7 +31,7 @@ type bucket struct {
 }
 
 func newBucket(l quota.Limit, capacity int64) bucket {
-	b := bucket{axis: l.Axis, limit: l, period: l.Period, capacity: capacity}
+	b := bucket{axis: l.Axis, limit: l, capacity: capacity}
 	b.burst, b.rate = l.Gate(capacity, quota.NoMargin)
 	return b
 }

@@ -21,11 +21,7 @@ import (
 // touch keys of one slot, or Redis refuses it with CROSSSLOT.
 func TestClusterConformance(t *testing.T) {
 	rdb := redistest.StartCluster(t).Client()
-	quotatest.Run(t, func(t *testing.T, ps quota.Policies, clock quota.Clock) quota.Store {
-		s, err := redis.New(rdb, ps, redis.Options{Clock: clock})
-		require.NoError(t, err)
-		return s
-	})
+	quotatest.Run(t, factory(func(*testing.T) goredis.UniversalClient { return rdb }))
 }
 
 // TestClusterKeysShareASlot: every Redis key of one account (state,

@@ -6,6 +6,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/quotatest"
 	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/testsuite/redistest"
 )
@@ -15,6 +16,18 @@ func goredisClient(t *testing.T, opts *goredis.Options) *goredis.Client {
 	c := goredis.NewClient(opts)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// factory returns the conformance suite's Factory for Stores on the client
+// connect gives each subtest (a Redis of its own, or a shared cluster).
+func factory(connect func(t *testing.T) goredis.UniversalClient) quotatest.Factory {
+	return func(t *testing.T, ps quota.Policies, clock quota.Clock) quota.Store {
+		s, err := redis.New(connect(t), ps, redis.Options{Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
 }
 
 // storesOn returns n Stores of ps on srv, each with a client of its own, as

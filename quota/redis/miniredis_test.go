@@ -3,11 +3,9 @@ package redis_test
 import (
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/quotatest"
-	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/testsuite/redistest"
 )
 
@@ -18,9 +16,5 @@ import (
 // both). Run here whatever the machine has, so a script edit that only
 // Redis's Lua accepts fails on every machine, not just on fresh ones.
 func TestConformanceOnMiniredis(t *testing.T) {
-	quotatest.Run(t, func(t *testing.T, ps quota.Policies, clock quota.Clock) quota.Store {
-		s, err := redis.New(redistest.StartMini(t).Client(), ps, redis.Options{Clock: clock})
-		require.NoError(t, err)
-		return s
-	})
+	quotatest.Run(t, factory(func(t *testing.T) goredis.UniversalClient { return redistest.StartMini(t).Client() }))
 }
