@@ -93,7 +93,8 @@ func levels(ctx context.Context, s quota.Store, k quota.Key, zone *time.Location
 	for _, l := range snap.Axes {
 		switch l.Axis {
 		case quota.Requests:
-			parts = append(parts, fmt.Sprintf("requests %s %6.1f/%d", bar(l.Available, l.Capacity, 20), l.Available, l.Capacity))
+			// The level holds at most the burst: the bar is of that.
+			parts = append(parts, fmt.Sprintf("requests %s %5.2f/%s at once, %d a period", fill(l.Available, l.Burst, 20), l.Available, units(l.Burst), l.Capacity))
 		case quota.RequestsPerDay:
 			parts = append(parts, fmt.Sprintf("today %.0f/%d", l.Available, l.Capacity))
 		}
