@@ -729,7 +729,8 @@ local function saveTicket(t, id, expiry, x)
   end
 end
 
--- reply: {outcome, wait µs, reason, axis, pause reason, lease expiry µs or
+-- reply: {outcome, wait µs (for a grant, the µs until its start), reason,
+-- axis, pause reason, lease expiry µs or
 -- '', now µs, then the cost ticket t holds charged (4 parts, 0 without
 -- t), then the grant's expiry µs or ''}, the times as num gives them;
 -- outcome 1 granted, 2 queued, 3 refused; reason as quota.Reason (1
