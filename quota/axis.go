@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/tollgate/tollgate/quota/internal/tune"
 )
 
 // Axis names one dimension a provider meters. The zero Axis is invalid.
@@ -254,6 +256,5 @@ func (l Limit) wrongAxis() error {
 	return invalid("limit.axis", l.Axis.String(), problem, fix)
 }
 
-// maxCapacity keeps every level exactly representable as a float64 in Lua and
-// Go (2^50), far above any provider's limit.
-const maxCapacity = 1 << 50
+// maxCapacity keeps every level exactly representable (tune.MaxCapacity).
+const maxCapacity = tune.MaxCapacity

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/tollgate/tollgate/quota/internal/tune"
 )
 
 // Defaults for Calibration's zero fields.
@@ -21,15 +23,9 @@ const (
 
 // How a learned ratio follows its samples: at once up to a sample confirmed
 // by another (the median of the last three), slowly down to the highest of
-// the last three. Erring high costs a little goodput; erring low costs the
-// provider's 429s.
-const (
-	// ratioFall is the share of the way down to a lower sample taken per
-	// sample: 1 → 0.7 is within 1 % in 6 calls. Lower means fewer 429s from
-	// a key whose prompts alternate between sparse and dense text, and more
-	// goodput lost while a key that was charged high learns it was.
-	ratioFall = 0.5
-)
+// the last three, tune.RatioFall of the way per sample. Erring high costs a
+// little goodput; erring low costs the provider's 429s.
+const ratioFall = tune.RatioFall
 
 // Calibration is how a Store learns, per key, the ratio between the prompt
 // tokens a provider counts and the ones estimated before the call

@@ -386,6 +386,11 @@ type Snapshot struct {
 	// Margin): NoMargin before any lesson. A tenant nested in its
 	// account's budget reports the account's.
 	Margin Margin
+	// Unreadable counts the ticket records and queue entries of a form
+	// the store could not read (written by a release it does not know),
+	// which it dropped, since the key's state began: nonzero means a mixed
+	// fleet met a format it should not have (see the README's upgrades).
+	Unreadable int64
 	// Line is what waits in the line for capacity, per tenant, sorted by
 	// Tenant: for an account's budget, every tenant's tickets (the
 	// untenanted ones under ""); for a tenant's own budget nested in its

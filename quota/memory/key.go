@@ -129,6 +129,33 @@ func (ks *keyState) spentWindow(now time.Time, cost quota.Cost, priority quota.P
 	return 0, 0, false
 }
 
+// lateSpent returns, for a charge taken on a day before now's (chargedAt),
+// the first daily window whose day now has no room for it (for priority),
+// and the wait until it resets.
+func (ks *keyState) lateSpent(now time.Time, charged quota.Cost, chargedAt time.Time, priority quota.Priority) (time.Duration, quota.Axis, bool) {
+	for i := range ks.windows {
+		w := &ks.windows[i]
+		w.roll(now)
+		c := charged.On(w.axis)
+		if c > 0 && !w.holds(chargedAt) && float64(w.used+c) > float64(w.capacity)-ks.reserved(priority, w.capacity) {
+			return w.end.Sub(now), w.axis, true
+		}
+	}
+	return 0, 0, false
+}
+
+// moveToToday charges now's day the daily part of a charge taken on a day
+// before it (chargedAt): the day a call is granted in owes its estimate.
+func (ks *keyState) moveToToday(now time.Time, charged quota.Cost, chargedAt time.Time) {
+	for i := range ks.windows {
+		w := &ks.windows[i]
+		w.roll(now)
+		if !w.holds(chargedAt) {
+			w.add(charged.On(w.axis))
+		}
+	}
+}
+
 // charge takes cost from every bucket and window.
 func (ks *keyState) charge(now time.Time, cost quota.Cost) {
 	for i := range ks.buckets {

@@ -4,12 +4,14 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/internal/tune"
 )
 
-// sweepBudget is how many expired tickets one operation on a tree may forget.
-// Every new ticket arrives with an operation, so sweeping more than one per
-// operation keeps the table from growing while keeping each call short.
-const sweepBudget = 4
+// sweepBudget is how many expired tickets one operation on a tree may forget
+// (tune.Sweep). Every new ticket arrives with an operation, so sweeping more
+// than one per operation keeps the table from growing while keeping each
+// call short.
+const sweepBudget = tune.Sweep
 
 // shrinkAt is the size past which a table that empties is rebuilt, so a burst
 // of tickets does not pin its memory forever (Go maps never shrink).

@@ -301,6 +301,9 @@ func (tr *tree) admit(now time.Time, sc scope, slot int32, r quota.Reservation) 
 		return quota.Decision{Outcome: quota.Queued, Wait: max(wait, time.Millisecond),
 			Reason: quota.ConcurrencyFull, Axis: quota.Concurrency, Charged: tr.tickets.slab[slot].charged}
 	}
+	if d, ok := tr.today(now, sc, slot, r.Priority); !ok {
+		return d
+	}
 	leased := false
 	for _, ks := range sc.levels() {
 		if ks != nil && ks.concurrency > 0 {
@@ -316,6 +319,31 @@ func (tr *tree) admit(now time.Time, sc scope, slot int32, r quota.Reservation) 
 	// holds it while it waits.
 	tr.tickets.setExpiry(slot, t.start.Add(sc.leaseTTLFor(r.LeaseTTL)))
 	return grant(now, t)
+}
+
+// today moves the daily charges of the queued ticket in slot, taken on a
+// day before now's, into now's day, where its call runs. When a budget's
+// day has no room for it, the ticket is refunded and forgotten, and the
+// call refused as a new one would be.
+func (tr *tree) today(now time.Time, sc scope, slot int32, priority quota.Priority) (quota.Decision, bool) {
+	t := &tr.tickets.slab[slot]
+	for _, ks := range sc.levels() {
+		if ks == nil {
+			continue
+		}
+		if wait, axis, spent := ks.lateSpent(now, t.charged, t.chargedAt, priority); spent {
+			tr.correct(now, t, quota.Cost{})
+			tr.forget(slot)
+			return quota.Decision{Outcome: quota.Refused, Wait: wait, Reason: quota.DailyLimit, Axis: axis}, false
+		}
+	}
+	for _, ks := range sc.levels() {
+		if ks != nil {
+			ks.moveToToday(now, t.charged, t.chargedAt)
+		}
+	}
+	t.chargedAt = now
+	return quota.Decision{}, true
 }
 
 func grant(now time.Time, t *ticket) quota.Decision {

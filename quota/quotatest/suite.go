@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"settle", testSettle},
 		{"cancel", testCancel},
 		{"settle_across_midnight", testSettleAcrossMidnight},
+		{"queued_across_midnight", testQueuedAcrossMidnight},
 		{"pause", testPause},
 		{"observe", testObserve},
 		{"settle_observe", testSettleObserve},

@@ -149,8 +149,9 @@ func testSettleAcrossMidnight(t *testing.T, s suite) {
 	e.settle("d", cost(400)) // charged today: refunded today
 	e.levels(map[quota.Axis]float64{tk: 5600, tpd: 99600, rpd: 8})
 
-	// A ticket queued before midnight and granted after it was charged in
-	// the day it queued.
+	// A ticket queued before midnight and granted after it is charged in
+	// the day it is granted in, where its call runs: Los Angeles's new day
+	// owes g's request (its window has room for it).
 	e.expect(granted, "f", cost(100))
 	e.expect(queued(time.Second, tk), "g", cost(5600))
 	e.levels(map[quota.Axis]float64{tk: -100, tpd: 93900, rpd: 6})
@@ -160,10 +161,41 @@ func testSettleAcrossMidnight(t *testing.T, s suite) {
 	// g starts 6 s after h (the gate holds 5000 after h's 1000, g needs
 	// 5600), and the bucket owes those 6 s: 600.
 	e.expectStart(6*time.Second, "g", cost(5600))
-	e.settle("g", quota.Cost{Requests: 2, Tokens: 5000})
-	e.levels(map[quota.Axis]float64{tk: 5000, tpd: 93500, rpd: 9})
-	e.cancel("f")
-	e.levels(map[quota.Axis]float64{tk: 5100, tpd: 93600, rpd: 9})
+	e.levels(map[quota.Axis]float64{tpd: 92900, rpd: 8})
+	e.settle("g", quota.Cost{Requests: 2, Tokens: 5000}) // corrected in the day it was moved to
+	e.levels(map[quota.Axis]float64{tk: 5000, tpd: 93500, rpd: 7})
+	e.cancel("f") // f stays charged to Los Angeles's day before
+	e.levels(map[quota.Axis]float64{tk: 5100, tpd: 93600, rpd: 7})
+}
+
+// testQueuedAcrossMidnight: a call queued before midnight and granted after
+// it counts in the new day, which grants no more than its limit: with 2 a
+// day, a day that granted two calls refuses the one queued the day before
+// when it comes back, and refunds its charge.
+func testQueuedAcrossMidnight(t *testing.T, s suite) {
+	e := s.setupAt(t, "queued-across-midnight", quota.Policy{
+		Limits: []quota.Limit{
+			quota.Per(rq, 1, 10*time.Second).WithBurst(10 * time.Second),
+			quota.PerDay(rq, 2, nil),
+		},
+		MaxWait: time.Minute,
+	}, time.Date(2025, time.January, 15, 23, 59, 50, 0, time.UTC))
+	e.expect(granted, "a", reqs(1))
+	e.clock.Advance(time.Second)
+	e.expect(queued(9*time.Second, rq), "b", reqs(1)) // matures at midnight
+	e.levels(map[quota.Axis]float64{rpd: 0, rq: -0.9})
+
+	e.clock.Advance(19 * time.Second) // 00:00:10, b not yet back
+	e.levels(map[quota.Axis]float64{rpd: 2})
+	e.expect(granted, "c", reqs(1))
+	e.clock.Advance(10 * time.Second)
+	e.expect(granted, "d", reqs(1))
+	e.levels(map[quota.Axis]float64{rpd: 0, rq: 0})
+
+	e.clock.Advance(5 * time.Second)
+	e.expect(refused(23*time.Hour+59*time.Minute+35*time.Second, quota.DailyLimit, rpd), "b", reqs(1))
+	e.levels(map[quota.Axis]float64{rpd: 0, rq: 1})
+	e.expect(refused(23*time.Hour+59*time.Minute+35*time.Second, quota.DailyLimit, rpd), "e", reqs(1))
 }
 
 // testCancel: Cancel refunds a queued or granted ticket's whole charge

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/internal/tune"
 )
 
 // Kinds as the script numbers them.
@@ -45,7 +46,8 @@ type keyState struct {
 	ticket  string
 	// own holds, for a nested tenant, its own hash, lease zset and queue.
 	own [3]string
-	// static is ARGV[5:] up to the daily midnights (see lua.go).
+	// static is the arguments from max wait to the last budget's limits
+	// (see lua/common.lua).
 	static []any
 	// zones are the time zones of the daily limits, in the order the
 	// script reads their midnights.
@@ -54,23 +56,21 @@ type keyState struct {
 	limited []quota.Axis
 	daily   atomic.Pointer[dailyArgs]
 	// leaseTTL is the longest a ticket lives unrenewed: the shorter of
-	// the budgets' LeaseTTLs.
-	leaseTTL time.Duration
+	// the budgets' LeaseTTLs; leaseTTLArg, in the scripts' µs.
+	leaseTTL    time.Duration
+	leaseTTLArg any
 	// calibrates is false when the root's Calibration is Off; calib is
 	// then ("0", "0", "0"), else its bounds and half-life in µs, as the
 	// script's reserve, settle and snapshot read them.
 	calibrates bool
 	calib      [3]any
-	// epochs are the epochs of the budgets' states this store last saw
-	// ("" for none), the root's first, and seen, per daily limit (in the
-	// order of zones), the window it last saw ("start used", or ""), as
-	// the script's reserve reply gave them: passed back as they are, so
-	// that a script finding a budget's state lost recovers it from what
-	// was known (see lua.go), at no cost to a call. name is the store's
-	// name for an epoch it begins.
-	epochs []atomic.Value
-	seen   []atomic.Value
-	name   any
+	// views are what this store last saw of the budgets' states, the
+	// root's first (see views.go): passed back as they are, so that a
+	// script finding a budget's state lost recovers it from what was
+	// known, at no cost to a call. name is the store's name for an epoch
+	// it begins.
+	views []*view
+	name  any
 }
 
 // dailyArgs caches the midnights of every daily limit for one stretch of the
@@ -95,8 +95,10 @@ func budgetKey(prefix string, k quota.Key) (key, sep string) {
 
 // newKeyState precomputes k's arguments, with p its policy; for a tenant
 // whose account has a policy (ap, nested), with the account's too. name is
-// the store's name for the epochs it begins.
-func newKeyState(prefix string, k quota.Key, p quota.Policy, ap quota.Policy, nested bool, name string) *keyState {
+// the store's name for the epochs it begins; viewOf returns the store's
+// view of a budget, by its state hash, shared by every key charged to it.
+func newKeyState(prefix string, k quota.Key, p quota.Policy, ap quota.Policy, nested bool, name string,
+	viewOf func(state string, dailies int) *view) *keyState {
 	root, rp := k, p
 	if nested {
 		root, rp = k.WithoutTenant(), ap
@@ -111,25 +113,14 @@ func newKeyState(prefix string, k quota.Key, p quota.Policy, ap quota.Policy, ne
 		ks.own = [3]string{own, own + sep + "leases", own + sep + "queue"}
 		maxWait, leaseTTL, levels = min(maxWait, p.MaxWait), min(leaseTTL, p.LeaseTTL), "2"
 	}
-	ks.leaseTTL = leaseTTL
-	ks.static = []any{micros(maxWait), micros(leaseTTL), levels}
-	ks.budget(rp)
+	ks.leaseTTL, ks.leaseTTLArg = leaseTTL, micros(leaseTTL)
+	ks.static = []any{micros(maxWait), levels}
+	ks.views = []*view{viewOf(rk, ks.budget(rp))}
 	if nested {
 		ks.limited = ks.limited[:0]
-		ks.budget(p)
+		ks.views = append(ks.views, viewOf(ks.own[0], ks.budget(p)))
 	}
 	ks.name = name
-	ks.epochs = make([]atomic.Value, 1)
-	if nested {
-		ks.epochs = make([]atomic.Value, 2)
-	}
-	for i := range ks.epochs {
-		ks.epochs[i].Store("")
-	}
-	ks.seen = make([]atomic.Value, len(ks.zones))
-	for i := range ks.seen {
-		ks.seen[i].Store("")
-	}
 	ks.calib = [3]any{"0", "0", "0"}
 	if c := rp.Calibration; !c.Off {
 		ks.calibrates = true
@@ -139,14 +130,15 @@ func newKeyState(prefix string, k quota.Key, p quota.Policy, ap quota.Policy, ne
 }
 
 // budget appends the static arguments of one budget's policy p: its
-// priority reserve, whether it adopts, its limits; and its daily limits'
-// zones and its axes to ks.zones and ks.limited.
-func (ks *keyState) budget(p quota.Policy) {
+// priority reserve, whether it adopts, its lease TTL, its limits; and its
+// daily limits' zones and its axes to ks.zones and ks.limited. It returns
+// how many daily limits p has.
+func (ks *keyState) budget(p quota.Policy) (dailies int) {
 	adopt := "0"
 	if p.AdoptObservedLimits {
 		adopt = "1"
 	}
-	ks.static = append(ks.static, strconv.FormatFloat(p.PriorityReserve, 'g', -1, 64), adopt, "")
+	ks.static = append(ks.static, strconv.FormatFloat(p.PriorityReserve, 'g', -1, 64), adopt, micros(p.LeaseTTL), "")
 	count := len(ks.static) - 1
 	n := 0
 	for _, a := range quota.Axes() {
@@ -161,12 +153,14 @@ func (ks *keyState) budget(p quota.Policy) {
 		case quota.DailyWindow:
 			kind, period, burst = kindDaily, "0", "0"
 			ks.zones = append(ks.zones, l.Zone())
+			dailies++
 		case quota.Leases:
 			kind, period, burst = kindLeases, "0", "0"
 		}
 		ks.static = append(ks.static, axisID(a), kind, strconv.FormatInt(p.Effective(l.Capacity), 10), period, burst)
 	}
 	ks.static[count] = strconv.Itoa(n)
+	return dailies
 }
 
 // prompt is the prompt size the script calibrates: 0 when the policy's
@@ -194,46 +188,31 @@ func (ks *keyState) keys(ticket string) []string {
 // the policy's LeaseTTL (which 0 means), precomputed in that case.
 func (ks *keyState) ttl(ttl time.Duration) any {
 	if ttl <= 0 || ttl >= ks.leaseTTL {
-		return ks.static[1]
+		return ks.leaseTTLArg
 	}
 	return micros(ttl)
 }
 
-// args returns the script's ARGV for op by a call under tenant, weighing
-// weight, at the caller's clock reading now, with room for extra op
-// arguments. op and weight are interfaces so that the constants callers
+// args returns a script's ARGV for a call under tenant, weighing weight, at
+// the caller's clock reading now, with room for extra op arguments (see
+// lua/common.lua). weight is an interface so that the constants callers
 // pass are boxed without allocating.
-func (ks *keyState) args(op any, now string, tenant string, weight any, local time.Time, extra int) []any {
+func (ks *keyState) args(now string, tenant string, weight any, local time.Time, extra int) []any {
 	daily := ks.dailyArgs(local)
-	args := make([]any, 0, 5+len(ks.static)+len(daily)+len(ks.epochs)+len(ks.seen)+extra)
-	args = append(args, op, now, tenant, weight)
+	args := make([]any, 0, 4+len(ks.static)+len(daily)+1+len(ks.views)+len(ks.zones)+extra)
+	args = append(args, now, tenant, weight)
 	args = append(args, ks.static...)
 	args = append(args, daily...)
 	args = append(args, ks.name)
-	for i := range ks.epochs {
-		args = append(args, ks.epochs[i].Load())
+	for _, v := range ks.views {
+		args = append(args, v.epoch.Load())
 	}
-	for i := range ks.seen {
-		args = append(args, ks.seen[i].Load())
+	for _, v := range ks.views {
+		for i := range v.seen {
+			args = append(args, v.seen[i].Load())
+		}
 	}
 	return args
-}
-
-// remember keeps what a reserve reply says of the budgets' states (see
-// lua.go's reply): their epochs, when the store did not know them (else
-// 0), and their daily windows.
-func (ks *keyState) remember(res []any) {
-	for i := range ks.epochs {
-		if e, ok := res[i].(string); ok && e != "" {
-			ks.epochs[i].Store(res[i])
-		}
-	}
-	res = res[len(ks.epochs):]
-	for i := range ks.seen {
-		if _, ok := res[i].(string); ok {
-			ks.seen[i].Store(res[i])
-		}
-	}
 }
 
 // observations appends obs to args as the script's observe reads them (a
@@ -252,7 +231,7 @@ func observations(policy quota.Policy, args []any, obs []quota.Observation) ([]a
 		// valid policy could give it.
 		adopt := int64(-1)
 		if policy.AdoptObservedLimits && o.Limit >= 1 {
-			if eff := policy.Effective(min(o.Limit, maxCapacity)); eff >= 1 {
+			if eff := policy.Effective(min(o.Limit, tune.MaxCapacity)); eff >= 1 {
 				adopt = eff
 			}
 		}

@@ -2,9 +2,7 @@ package redis_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,8 +44,16 @@ type recoveryEnv struct {
 
 func newRecoveryEnv(t *testing.T, p quota.Policy) *recoveryEnv {
 	t.Helper()
+	return newRecoveryEnvOf(t, map[quota.Key]quota.Policy{gpt4o: p})
+}
+
+// newRecoveryEnvOf is newRecoveryEnv for several keys' policies.
+func newRecoveryEnvOf(t *testing.T, m map[quota.Key]quota.Policy) *recoveryEnv {
+	t.Helper()
+	ps, err := quota.NewPolicies(m)
+	require.NoError(t, err)
 	e := &recoveryEnv{t: t, ctx: context.Background(), srv: redistest.StartServer(t),
-		clock: quotatest.NewClock(time.Date(2025, 1, 15, 18, 0, 0, 0, time.UTC)), ps: policies(t, p)}
+		clock: quotatest.NewClock(time.Date(2025, 1, 15, 18, 0, 0, 0, time.UTC)), ps: ps}
 	e.store = e.newStore()
 	return e
 }
@@ -63,14 +69,24 @@ func (e *recoveryEnv) newStore() *redis.Store {
 
 func (e *recoveryEnv) reserve(s *redis.Store, ticket string, cost quota.Cost) quota.Decision {
 	e.t.Helper()
-	d, err := s.Reserve(e.ctx, quota.Reservation{Key: gpt4o, Ticket: ticket, Cost: cost})
+	return e.reserveOn(s, gpt4o, ticket, cost)
+}
+
+func (e *recoveryEnv) reserveOn(s *redis.Store, k quota.Key, ticket string, cost quota.Cost) quota.Decision {
+	e.t.Helper()
+	d, err := s.Reserve(e.ctx, quota.Reservation{Key: k, Ticket: ticket, Cost: cost})
 	require.NoError(e.t, err)
 	return d
 }
 
 func (e *recoveryEnv) grant(s *redis.Store, ticket string, cost quota.Cost) quota.Decision {
 	e.t.Helper()
-	d := e.reserve(s, ticket, cost)
+	return e.grantOn(s, gpt4o, ticket, cost)
+}
+
+func (e *recoveryEnv) grantOn(s *redis.Store, k quota.Key, ticket string, cost quota.Cost) quota.Decision {
+	e.t.Helper()
+	d := e.reserveOn(s, k, ticket, cost)
 	require.Equal(e.t, quota.Granted, d.Outcome, "%s: %+v", ticket, d)
 	return d
 }
@@ -339,157 +355,4 @@ func TestEvictedTicketRecord(t *testing.T) {
 
 	require.NoError(t, e.store.Settle(e.ctx, quota.Settlement{Key: gpt4o, Ticket: "a", Actual: oneRequest, Charged: oneRequest}))
 	e.grant(e.store, "b", oneRequest)
-}
-
-// TestReplicasNeverOverdrawAcrossLoss: TestReplicasNeverOverdraw's fleet,
-// on the real clock, with the server's state flushed while it runs. Grants
-// over the whole run stay within what the buckets can have produced (a
-// bucket that restarted full would add its capacity), and calls in flight
-// at the loss are not joined by new ones over the concurrency limit.
-func TestReplicasNeverOverdrawAcrossLoss(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs for about two seconds")
-	}
-	const (
-		replicas   = 3
-		workers    = 8 // per replica
-		concurrent = 10
-		runFor     = 1500 * time.Millisecond
-		loseAt     = 700 * time.Millisecond
-		holdFor    = 5 * time.Millisecond
-	)
-	cost := quota.Cost{Requests: 1, Tokens: 100}
-	limits := []quota.Limit{
-		quota.Per(quota.Requests, 40, 200*time.Millisecond).WithBurst(200 * time.Millisecond), // 200/s
-		quota.Per(quota.Tokens, 4000, 200*time.Millisecond).WithBurst(200 * time.Millisecond),
-		quota.Concurrent(concurrent),
-	}
-	// The lease TTL bounds how long the slots of calls in flight at the loss
-	// stay held if those calls never come back; these all settle.
-	ps := policies(t, quota.Policy{Limits: limits, MaxWait: 20 * time.Millisecond, LeaseTTL: time.Second})
-	srv := redistest.StartServer(t)
-	stores := storesOn(t, srv, ps, replicas)
-	ctx := context.Background()
-	admin := srv.Client()
-	before, err := admin.Time(ctx).Result()
-	require.NoError(t, err)
-
-	var (
-		mu       sync.Mutex
-		inFlight int
-		peak     int
-		granted  [quota.Concurrency + 1]int64
-		wg       sync.WaitGroup
-		errs     = make(chan error, replicas*workers+1)
-	)
-	deadline := time.Now().Add(runFor)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		time.Sleep(loseAt)
-		errs <- admin.FlushAll(ctx).Err()
-	}()
-	for r, s := range stores {
-		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs <- hammer(ctx, s, fmt.Sprintf("r%d-w%d", r, w), cost, deadline, func() {
-					mu.Lock()
-					inFlight++
-					peak = max(peak, inFlight)
-					for _, a := range quota.Axes() {
-						granted[a] += cost.On(a)
-					}
-					mu.Unlock()
-					time.Sleep(holdFor)
-					mu.Lock()
-					inFlight--
-					mu.Unlock()
-				})
-			}()
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	after, err := admin.Time(ctx).Result()
-	require.NoError(t, err)
-	elapsed := after.Sub(before)
-	t.Logf("%d grants in %s across a FLUSHALL at %s; peak in flight %d", granted[quota.Requests], elapsed, loseAt, peak)
-
-	require.LessOrEqual(t, peak, concurrent, "concurrent calls never exceed the lease limit, across the loss too")
-	for _, l := range limits {
-		if l.Axis.Kind() != quota.Bucket {
-			continue
-		}
-		bound := float64(l.Capacity) + l.Rate()*elapsed.Seconds()
-		got := float64(granted[l.Axis])
-		t.Logf("%-8s granted %6.0f of at most %8.1f (%.1f%%)", l.Axis, got, bound, 100*got/bound)
-		require.LessOrEqual(t, got, bound, "%s: granted more than the bucket produced", l.Axis)
-	}
-}
-
-// TestLossRecoversTenantBudgets: an account and a tenant's budget nested in
-// it recover together: both buckets restart empty, so the tenant's next
-// call waits for the slower of the two to refill, and the calls in flight
-// at the loss keep their slots on both budgets as they renew, and give
-// them back as they settle.
-func TestLossRecoversTenantBudgets(t *testing.T) {
-	const leaseTTL = time.Minute
-	vip := gpt4o
-	vip.Tenant = "vip"
-	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{
-		gpt4o: {Limits: []quota.Limit{quota.Per(quota.Requests, 10, time.Second).WithBurst(time.Second), quota.Concurrent(3)}, LeaseTTL: leaseTTL},
-		vip:   {Limits: []quota.Limit{quota.Per(quota.Requests, 4, time.Second).WithBurst(time.Second), quota.Concurrent(2)}, LeaseTTL: leaseTTL},
-	})
-	require.NoError(t, err)
-	srv := redistest.StartServer(t)
-	clock := quotatest.NewClock(time.Date(2025, 1, 15, 18, 0, 0, 0, time.UTC))
-	s, err := redis.New(srv.Client(), ps, redis.Options{Clock: clock})
-	require.NoError(t, err)
-	ctx := context.Background()
-	reserve := func(k quota.Key, ticket string) quota.Decision {
-		t.Helper()
-		d, err := s.Reserve(ctx, quota.Reservation{Key: k, Ticket: ticket, Cost: oneRequest})
-		require.NoError(t, err)
-		return d
-	}
-	settle := func(k quota.Key, ticket string) {
-		t.Helper()
-		require.NoError(t, s.Settle(ctx, quota.Settlement{Key: k, Ticket: ticket, Actual: oneRequest, Charged: oneRequest}))
-	}
-	for _, c := range []struct {
-		key    quota.Key
-		ticket string
-	}{{vip, "v1"}, {vip, "v2"}, {gpt4o, "u1"}} {
-		require.Equal(t, quota.Granted, reserve(c.key, c.ticket).Outcome, c.ticket)
-	}
-
-	losses[0].lose(t, srv)
-
-	d := reserve(vip, "v3")
-	require.Equal(t, quota.Queued, d.Outcome, "%+v", d)
-	require.Equal(t, quota.Capacity, d.Reason)
-	require.Equal(t, 250*time.Millisecond, d.Wait, "the tenant's bucket restarted empty: 4 a second")
-	require.NoError(t, s.Cancel(ctx, vip, "v3"))
-
-	for _, ticket := range []string{"v1", "v2"} {
-		left, err := s.Renew(ctx, vip, ticket, 0)
-		require.NoError(t, err, "%s keeps its grant", ticket)
-		require.Equal(t, leaseTTL, left)
-	}
-	clock.Advance(time.Second) // both buckets full again
-	d = reserve(vip, "v3")
-	require.Equal(t, quota.ConcurrencyFull, d.Reason, "v1 and v2 hold the tenant's two slots: %+v", d)
-	d = reserve(gpt4o, "u2")
-	require.Equal(t, quota.ConcurrencyFull, d.Reason, "v1, v2 and u1's placeholder hold the account's three: %+v", d)
-
-	settle(gpt4o, "u1")
-	require.Equal(t, quota.Granted, reserve(gpt4o, "u2").Outcome, "u1 gave its slot back")
-	settle(vip, "v1")
-	require.Equal(t, quota.Granted, reserve(vip, "v3").Outcome, "v1 gave its slots back")
-	require.Equal(t, quota.ConcurrencyFull, reserve(gpt4o, "u3").Reason, "v2, u2 and v3 in flight")
 }

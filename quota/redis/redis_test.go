@@ -2,12 +2,9 @@ package redis_test
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/quota"
@@ -308,86 +305,4 @@ func TestAdoptedLimitFollowsConfig(t *testing.T) {
 	require.NoError(t, b.Observe(ctx, gpt4o, []quota.Observation{{Axis: quota.Requests, Limit: 150, Remaining: -1}}))
 	require.Equal(t, map[quota.Axis]int64{quota.Requests: 150, quota.TokensPerDay: 20000}, capacities(b))
 	require.Equal(t, map[quota.Axis]int64{quota.Requests: 100, quota.TokensPerDay: 5000}, capacities(a))
-}
-
-// TestTicketWithoutChargeTime: a ticket written before tickets recorded the
-// time they were charged at (and the tenant they were reserved under) still
-// settles, correcting its daily windows.
-func TestTicketWithoutChargeTime(t *testing.T) {
-	rdb := redistest.Start(t)
-	ctx := context.Background()
-	clock := quotatest.NewClock(time.Date(2025, 1, 15, 18, 0, 0, 0, time.UTC))
-	s, err := redis.New(rdb, policies(t, quota.Policy{Limits: []quota.Limit{
-		quota.PerMinute(quota.Tokens, 6000).WithBurst(time.Minute), quota.PerDay(quota.Tokens, 10000, nil),
-	}}), redis.Options{Clock: clock})
-	require.NoError(t, err)
-	_, err = s.Reserve(ctx, quota.Reservation{Key: gpt4o, Ticket: "t", Cost: quota.Cost{Tokens: 1000}})
-	require.NoError(t, err)
-
-	const key = "tollgate:{openai/default/gpt-4o}:t:t"
-	raw, err := rdb.Get(ctx, key).Result()
-	require.NoError(t, err)
-	fields := strings.Fields(raw)
-	require.Len(t, fields, 12, "s m x a c1 c2 c3 c4 w n g q: %q", raw)
-	require.Equal(t, strconv.FormatInt(clock.Now().UnixMicro(), 10), fields[8], "w is the charge time")
-	require.Equal(t, ".", fields[9], "n is the tenant: none")
-	require.Equal(t, []string{"-", "-"}, fields[10:], "granted at once: never in line")
-	require.NoError(t, rdb.SetArgs(ctx, key, strings.Join(fields[:8], " "), goredis.SetArgs{KeepTTL: true}).Err())
-
-	require.NoError(t, s.Settle(ctx, quota.Settlement{Key: gpt4o, Ticket: "t", Actual: quota.Cost{Tokens: 400}}))
-	snap, err := s.Snapshot(ctx, gpt4o)
-	require.NoError(t, err)
-	require.InDelta(t, 5600, snap.Axes[0].Available, 1e-9)
-	require.InDelta(t, 9600, snap.Axes[1].Available, 1e-9)
-}
-
-// TestQueuedTicketWithoutPlace: a ticket queued before tickets had places in
-// line (its record and queue member in the earlier forms) waits out its
-// maturity outside the line, and is refunded when it lapses unclaimed.
-func TestQueuedTicketWithoutPlace(t *testing.T) {
-	rdb := redistest.Start(t)
-	ctx := context.Background()
-	clock := quotatest.NewClock(time.Date(2025, 1, 15, 18, 0, 0, 0, time.UTC))
-	s, err := redis.New(rdb, policies(t, quota.Policy{
-		Limits: []quota.Limit{quota.Per(quota.Requests, 10, 10*time.Second).WithBurst(10 * time.Second)}, LeaseTTL: time.Second,
-	}), redis.Options{Clock: clock})
-	require.NoError(t, err)
-	reserve := func(ticket string, n int64) quota.Decision {
-		t.Helper()
-		d, err := s.Reserve(ctx, quota.Reservation{Key: gpt4o, Ticket: ticket, Cost: quota.Cost{Requests: n}})
-		require.NoError(t, err)
-		return d
-	}
-	level := func() float64 {
-		t.Helper()
-		snap, err := s.Snapshot(ctx, gpt4o)
-		require.NoError(t, err)
-		return snap.Axes[0].Available
-	}
-	require.Equal(t, quota.Granted, reserve("a", 10).Outcome)
-	require.Equal(t, time.Second, reserve("b", 1).Wait)
-
-	const (
-		tag    = "tollgate:{openai/default/gpt-4o}"
-		record = tag + ":t:b"
-	)
-	raw, err := rdb.Get(ctx, record).Result()
-	require.NoError(t, err)
-	fields := strings.Fields(raw)
-	require.Len(t, fields, 12, "s m x a c1 c2 c3 c4 w n g q: %q", raw)
-	member := "#" + fields[11] + " 1 0 0 0 " + fields[8] + " . b"
-	expiry, err := rdb.ZScore(ctx, tag+":queue", member).Result()
-	require.NoError(t, err, "the queue holds %q", member)
-	require.NoError(t, rdb.ZRem(ctx, tag+":queue", member).Err())
-	require.NoError(t, rdb.ZRem(ctx, tag+":line", member).Err())
-	require.NoError(t, rdb.ZAdd(ctx, tag+":queue", goredis.Z{Score: expiry, Member: "1 0 0 0 " + fields[8] + " b"}).Err())
-	require.NoError(t, rdb.SetArgs(ctx, record, strings.Join(fields[:9], " "), goredis.SetArgs{KeepTTL: true}).Err())
-
-	clock.Advance(500 * time.Millisecond)
-	require.Equal(t, 500*time.Millisecond, reserve("b", 1).Wait, "its maturity, as recorded")
-	clock.Advance(1500 * time.Millisecond) // 2s: a second past its maturity, lapsed unclaimed
-	require.InDelta(t, 2, level(), 1e-9, "2s of refill, and its charge refunded")
-	n, err := rdb.ZCard(ctx, tag+":queue").Result()
-	require.NoError(t, err)
-	require.Zero(t, n)
 }

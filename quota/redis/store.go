@@ -2,11 +2,7 @@ package redis
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -25,10 +21,6 @@ type Client interface {
 // DefaultPrefix starts every Redis key the Store writes unless
 // Options.Prefix says otherwise.
 const DefaultPrefix = "tollgate"
-
-// maxCapacity is the largest capacity a quota.Limit may have (2^50): an
-// adopted limit is capped to it so levels stay exact as doubles in Lua.
-const maxCapacity = 1 << 50
 
 // Options configure a Store. The zero Options are the production settings.
 type Options struct {
@@ -56,6 +48,8 @@ type Store struct {
 	// other than 1 (a policy's Weight, an account's TenantWeights),
 	// formatted once.
 	weights map[quota.Key]any
+	// granted proves this store's grants after a loss (see views.go).
+	granted grants
 }
 
 var _ quota.Store = (*Store)(nil)
@@ -79,10 +73,19 @@ func New(rdb Client, ps quota.Policies, opts Options) (*Store, error) {
 	}
 	s := &Store{rdb: rdb, clock: opts.Clock, ps: ps, keys: make(map[quota.Key]*keyState), weights: make(map[quota.Key]any)}
 	name := epochName()
+	views := make(map[string]*view)
+	viewOf := func(state string, dailies int) *view {
+		v, ok := views[state]
+		if !ok {
+			v = newView(dailies)
+			views[state] = v
+		}
+		return v
+	}
 	for _, k := range ps.Keys() {
 		_, p, _ := ps.Lookup(k)
 		_, ap, nested := ps.Account(k)
-		s.keys[k] = newKeyState(prefix, k, p, ap, nested, name)
+		s.keys[k] = newKeyState(prefix, k, p, ap, nested, name, viewOf)
 		weighed := []quota.Key{k}
 		for tenant := range p.TenantWeights {
 			t := k
@@ -124,53 +127,58 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 	if r.Place {
 		place = "1"
 	}
-	args := append(ks.args("reserve", nowArg, r.Key.Tenant, s.weight(r.Key), local, 12), r.Ticket, low,
+	args := append(ks.args(nowArg, r.Key.Tenant, s.weight(r.Key), local, 11), r.Ticket, low,
 		r.Cost.Requests, r.Cost.Tokens, r.Cost.InputTokens, r.Cost.OutputTokens,
 		ks.prompt(r.Prompt), ks.calib[0], ks.calib[1], ks.calib[2],
 		ks.ttl(r.LeaseTTL), place)
-	res, err := script.Run(ctx, s.rdb, ks.keys(r.Ticket), args...).Slice()
+	res, err := reserveScript.Run(ctx, s.rdb, ks.keys(r.Ticket), args...).Slice()
 	if err != nil {
-		return quota.Decision{}, s.fail("reserve", ks.key, err)
+		return quota.Decision{}, s.fail("reserve", ks.key, reserveScript, err)
 	}
 	return s.decision(ks, res, local, r)
 }
 
-// decision reads the script's reserve reply (see lua.go) to r.
+// decision reads the script's reserve reply to r.
 func (s *Store) decision(ks *keyState, res []any, local time.Time, r quota.Reservation) (quota.Decision, error) {
-	outcome := toInt(res, 0)
-	if outcome == 0 && len(res) == 5 {
+	op := "reserve " + ks.key.String()
+	if len(res) > 0 && res[0] == int64(0) {
+		o, err := decodeOversize(op, res)
+		if err != nil {
+			return quota.Decision{}, err
+		}
 		k := ks.root
-		if toInt(res, 4) == 1 {
+		if o.own {
 			k = ks.key
 		}
-		return quota.Decision{}, &quota.OversizeError{Key: k, Axis: quota.Axis(toInt(res, 1)),
-			Cost: toInt(res, 2), Capacity: toInt(res, 3), Priority: r.Priority}
+		return quota.Decision{}, &quota.OversizeError{Key: k, Axis: o.axis, Cost: o.cost, Capacity: o.capacity, Priority: r.Priority}
 	}
-	if outcome == -1 && len(res) == 2 {
-		return quota.Decision{}, quota.WrongTenantError(r.Key, r.Ticket, toString(res, 1))
+	if tenant, ok := tenantOf(res); ok {
+		return quota.Decision{}, quota.WrongTenantError(r.Key, r.Ticket, tenant)
 	}
-	if len(res) != 12+len(ks.epochs)+len(ks.seen) || outcome < int64(quota.Granted) || outcome > int64(quota.Refused) {
-		return quota.Decision{}, fmt.Errorf("redis: reserve %s: unexpected script reply %v", ks.key, res)
+	rep, err := decodeReserve(op, res, len(ks.views), len(ks.zones))
+	if err != nil {
+		return quota.Decision{}, err
 	}
-	ks.remember(res[12:])
-	at := s.timeFrom(toFloat(res, 6), local)
+	ks.remember(rep.epochs, rep.windows)
+	at := s.timeFrom(rep.now, local)
 	d := quota.Decision{
-		Outcome:     quota.Outcome(outcome),
-		Wait:        durationOf(toFloat(res, 1)),
-		Reason:      quota.Reason(toInt(res, 2)),
-		Axis:        quota.Axis(toInt(res, 3)),
-		PauseReason: toString(res, 4),
-		Charged:     quota.Cost{Requests: toInt(res, 7), Tokens: toInt(res, 8), InputTokens: toInt(res, 9), OutputTokens: toInt(res, 10)},
+		Outcome:     rep.outcome,
+		Wait:        durationOf(rep.wait),
+		Reason:      rep.reason,
+		Axis:        rep.axis,
+		PauseReason: rep.pauseReason,
+		Charged:     rep.charged,
+		Lease:       rep.leased,
 	}
-	if res[5] != "" { // an expiry is an integer or a formatted fraction
-		d.Lease = true
-		d.LeaseExpiry = at(toFloat(res, 5))
+	if rep.leased {
+		d.LeaseExpiry = at(rep.leaseExpiry)
 	}
-	if res[11] != "" {
-		d.GrantLeft = durationOf(toFloat(res, 11) - toFloat(res, 6))
+	if rep.granted {
+		d.GrantLeft = durationOf(rep.grantExpiry - rep.now)
 	}
 	if d.Outcome == quota.Granted { // a grant's wait is its start
 		d.Start, d.Wait = d.Wait, 0
+		s.granted.add(ks, r.Ticket, d.GrantLeft)
 	}
 	return d, nil
 }
@@ -192,22 +200,27 @@ func (s *Store) Settle(ctx context.Context, st quota.Settlement) error {
 		counted = "1"
 	}
 	c := st.Charged
-	args := append(ks.args("settle", nowArg, st.Key.Tenant, "1", local, 17+3*len(st.Observed)),
-		a.Requests, a.Tokens, a.InputTokens, a.OutputTokens, st.Ticket,
+	proofs := s.granted.proofs(ks, st.Ticket)
+	args := append(ks.args(nowArg, st.Key.Tenant, "1", local, 17+3*len(st.Observed)),
+		a.Requests, a.Tokens, a.InputTokens, a.OutputTokens, st.Ticket, proofs[0], proofs[1],
 		ks.prompt(st.Prompt), counted, ks.calib[0], ks.calib[1], ks.calib[2],
-		c.Requests, c.Tokens, c.InputTokens, c.OutputTokens, marginGains[0], marginGains[1])
+		c.Requests, c.Tokens, c.InputTokens, c.OutputTokens)
 	args, _ = observations(ks.rootPolicy, args, st.Observed)
-	res, err := script.Run(ctx, s.rdb, ks.keys(st.Ticket), args...).Result()
+	res, err := settleScript.Run(ctx, s.rdb, ks.keys(st.Ticket), args...).Result()
 	if err != nil {
-		return s.fail("settle", ks.key, err)
+		return s.fail("settle", ks.key, settleScript, err)
 	}
-	if err := wrongTenant(res, st.Key, st.Ticket); err != nil {
-		return err
+	if tenant, ok := tenantOf(res); ok {
+		return quota.WrongTenantError(st.Key, st.Ticket, tenant)
 	}
-	if n, _ := res.(int64); n == 0 {
+	s.granted.done(ks, st.Ticket)
+	switch res {
+	case int64(1):
+		return nil
+	case int64(0):
 		return fmt.Errorf("redis: settle %s ticket %q: %w", ks.key, st.Ticket, quota.ErrUnknownTicket)
 	}
-	return nil
+	return fmt.Errorf("redis: settle %s: unexpected script reply %v", ks.key, res)
 }
 
 // Cancel implements quota.Store. An empty ticket is an *quota.InvalidError.
@@ -223,20 +236,15 @@ func (s *Store) Cancel(ctx context.Context, key quota.Key, ticket string) error 
 		return err
 	}
 	nowArg, local := s.now()
-	args := append(ks.args("cancel", nowArg, key.Tenant, "1", local, 1), ticket)
-	res, err := script.Run(ctx, s.rdb, ks.keys(ticket), args...).Result()
+	args := append(ks.args(nowArg, key.Tenant, "1", local, 1), ticket)
+	res, err := cancelScript.Run(ctx, s.rdb, ks.keys(ticket), args...).Result()
 	if err != nil {
-		return s.fail("cancel", ks.key, err)
+		return s.fail("cancel", ks.key, cancelScript, err)
 	}
-	return wrongTenant(res, key, ticket)
-}
-
-// wrongTenant reads a script reply {-1, tenant}: a ticket reserved under
-// another tenant than key's.
-func wrongTenant(res any, key quota.Key, ticket string) error {
-	if r, ok := res.([]any); ok && len(r) == 2 && toInt(r, 0) == -1 {
-		return quota.WrongTenantError(key, ticket, toString(r, 1))
+	if tenant, ok := tenantOf(res); ok {
+		return quota.WrongTenantError(key, ticket, tenant)
 	}
+	s.granted.done(ks, ticket)
 	return nil
 }
 
@@ -254,15 +262,19 @@ func (s *Store) Renew(ctx context.Context, key quota.Key, ticket string, ttl tim
 		return 0, err
 	}
 	nowArg, local := s.now()
-	args := append(ks.args("renew", nowArg, key.Tenant, "1", local, 2), ticket, ks.ttl(ttl))
-	res, err := script.Run(ctx, s.rdb, ks.keys(ticket), args...).Result()
+	proofs := s.granted.proofs(ks, ticket)
+	args := append(ks.args(nowArg, key.Tenant, "1", local, 4), ticket, ks.ttl(ttl), proofs[0], proofs[1])
+	res, err := renewScript.Run(ctx, s.rdb, ks.keys(ticket), args...).Result()
 	if err != nil {
-		return 0, s.fail("renew", ks.key, err)
+		return 0, s.fail("renew", ks.key, renewScript, err)
 	}
-	if err := wrongTenant(res, key, ticket); err != nil {
-		return 0, err
+	if tenant, ok := tenantOf(res); ok {
+		return 0, quota.WrongTenantError(key, ticket, tenant)
 	}
-	left, _ := res.(string)
+	left, ok := res.(string)
+	if !ok {
+		return 0, fmt.Errorf("redis: renew %s: unexpected script reply %v", ks.key, res)
+	}
 	if left == "" {
 		return 0, fmt.Errorf("redis: renew %s ticket %q: %w", ks.key, ticket, quota.ErrUnknownTicket)
 	}
@@ -270,6 +282,7 @@ func (s *Store) Renew(ctx context.Context, key quota.Key, ticket string, ttl tim
 	if err != nil {
 		return 0, fmt.Errorf("redis: renew %s: unexpected script reply %q", ks.key, left)
 	}
+	s.granted.renewed(ks, ticket, durationOf(us))
 	return durationOf(us), nil
 }
 
@@ -290,10 +303,9 @@ func (s *Store) Pause(ctx context.Context, key quota.Key, d time.Duration, reaso
 	if reason == quota.RateLimitedPause {
 		lesson = "1"
 	}
-	args := append(ks.args("pause", nowArg, key.Tenant, "1", local, 7), micros(d), reason, lesson,
-		marginCuts[0], marginCuts[1], marginCuts[2], marginCuts[3])
-	if err := script.Run(ctx, s.rdb, ks.keys(""), args...).Err(); err != nil {
-		return s.fail("pause", ks.key, err)
+	args := append(ks.args(nowArg, key.Tenant, "1", local, 3), micros(d), reason, lesson)
+	if err := pauseScript.Run(ctx, s.rdb, ks.keys(""), args...).Err(); err != nil {
+		return s.fail("pause", ks.key, pauseScript, err)
 	}
 	return nil
 }
@@ -311,17 +323,18 @@ func (s *Store) Observe(ctx context.Context, key quota.Key, obs []quota.Observat
 		return err
 	}
 	nowArg, local := s.now()
-	args, m := observations(ks.policy, ks.args("observe", nowArg, key.Tenant, "1", local, 1+3*len(obs)), obs)
+	args, m := observations(ks.policy, ks.args(nowArg, key.Tenant, "1", local, 1+3*len(obs)), obs)
 	if m == 0 {
 		return nil
 	}
-	if err := script.Run(ctx, s.rdb, ks.keys(""), args...).Err(); err != nil {
-		return s.fail("observe", ks.key, err)
+	if err := observeScript.Run(ctx, s.rdb, ks.keys(""), args...).Err(); err != nil {
+		return s.fail("observe", ks.key, observeScript, err)
 	}
 	return nil
 }
 
-// Snapshot implements quota.Store.
+// Snapshot implements quota.Store. It only reads (EVALSHA_RO), so a
+// replica may serve it and a /metrics scrape writes nothing.
 func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, error) {
 	if err := key.Validate(); err != nil {
 		return quota.Snapshot{}, err
@@ -331,145 +344,27 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 		return quota.Snapshot{}, err
 	}
 	nowArg, local := s.now()
-	args := append(ks.args("snapshot", nowArg, key.Tenant, "1", local, 3), ks.calib[:]...)
-	res, err := script.Run(ctx, s.rdb, ks.keys(""), args...).Slice()
+	args := append(ks.args(nowArg, key.Tenant, "1", local, 3), ks.calib[:]...)
+	res, err := snapshotScript.RunRO(ctx, s.rdb, ks.keys(""), args...).Slice()
 	if err != nil {
-		return quota.Snapshot{}, s.fail("snapshot", ks.key, err)
+		return quota.Snapshot{}, s.fail("snapshot", ks.key, snapshotScript, err)
 	}
-	const head, per = 6, 5
-	if len(res) < head+per*len(ks.limited) || (len(res)-head-per*len(ks.limited))%6 != 0 {
-		return quota.Snapshot{}, fmt.Errorf("redis: snapshot %s: unexpected script reply %v", ks.key, res)
+	rep, err := decodeSnapshot("snapshot "+ks.key.String(), res, len(ks.limited))
+	if err != nil {
+		return quota.Snapshot{}, err
 	}
-	at := s.timeFrom(toFloat(res, 0), local)
-	snap := quota.Snapshot{Key: ks.key, At: at(toFloat(res, 0)), PauseReason: toString(res, 2), EstimateRatio: toFloat(res, 3),
-		Margin: quota.Margin{Burst: toFloat(res, 4), Rate: toFloat(res, 5)}}
-	if toString(res, 1) != "" {
-		snap.PausedUntil = at(toFloat(res, 1))
+	at := s.timeFrom(rep.now, local)
+	snap := quota.Snapshot{Key: ks.key, At: at(rep.now), PauseReason: rep.pauseReason, EstimateRatio: rep.ratio,
+		Margin: rep.margin, Unreadable: rep.unreadable, Line: rep.line}
+	if rep.paused {
+		snap.PausedUntil = at(rep.pausedUntil)
 	}
-	if len(ks.limited) > 0 {
-		snap.Axes = make([]quota.AxisLevel, len(ks.limited))
-	}
-	for i := range ks.limited {
-		j := head + per*i
-		l := quota.AxisLevel{
-			Axis:      quota.Axis(toInt(res, j)),
-			Capacity:  int64(toFloat(res, j+1)),
-			Available: toFloat(res, j+2),
-			Burst:     toFloat(res, j+4),
+	for _, a := range rep.axes {
+		l := quota.AxisLevel{Axis: a.axis, Capacity: a.capacity, Available: a.available, Burst: a.burst}
+		if a.resets {
+			l.ResetAt = at(a.resetAt)
 		}
-		if toString(res, j+3) != "" {
-			l.ResetAt = at(toFloat(res, j+3))
-		}
-		snap.Axes[i] = l
-	}
-	for j := head + per*len(ks.limited); j < len(res); j += 6 {
-		snap.Line = append(snap.Line, quota.TenantLine{Tenant: toString(res, j), Tickets: int(toInt(res, j+1)),
-			Cost: quota.Cost{Requests: toInt(res, j+2), Tokens: toInt(res, j+3), InputTokens: toInt(res, j+4), OutputTokens: toInt(res, j+5)}})
+		snap.Axes = append(snap.Axes, l)
 	}
 	return snap, nil
-}
-
-// marginCuts and marginGains are the learned margin's bounds, cuts and
-// gains (quota.Margin) as the script's pause and settle read them.
-var (
-	marginCuts  = [4]any{fmtFloat(quota.MinBurstMargin), fmtFloat(quota.MinRateMargin), fmtFloat(quota.BurstCut), fmtFloat(quota.RateCut)}
-	marginGains = [2]any{fmtFloat(quota.BurstGain), fmtFloat(quota.RateGain)}
-)
-
-// fmtFloat writes f without an exponent, which gopher-lua (miniredis) cannot parse.
-func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
-
-// epochName returns a name for the epochs of key state a Store begins:
-// random, so that every store's differ (see lua.go).
-func epochName() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return hex.EncodeToString(b[:])
-}
-
-func (s *Store) lookup(k quota.Key) (*keyState, error) {
-	bucket, _, ok := s.ps.Lookup(k)
-	if !ok {
-		return nil, quota.NoPolicyError(k)
-	}
-	return s.keys[bucket], nil
-}
-
-// now returns the script's "now" argument ("" for Redis TIME) and the local
-// clock the daily midnights are computed around.
-func (s *Store) now() (string, time.Time) {
-	if s.clock == nil {
-		return "", time.Now()
-	}
-	t := s.clock.Now()
-	return strconv.FormatInt(t.UnixMicro(), 10), t
-}
-
-// timeFrom returns a converter from the script's unix µs to time.Time, given
-// the script's now. With a test clock, times are offsets from the clock's
-// reading, so they keep its location and sub-microsecond part.
-func (s *Store) timeFrom(nowUS float64, local time.Time) func(float64) time.Time {
-	if s.clock == nil {
-		return func(us float64) time.Time { return time.UnixMicro(int64(math.Round(us))) }
-	}
-	return func(us float64) time.Time { return local.Add(durationOf(us - nowUS)) }
-}
-
-// fail wraps a failed script run: errors reaching Redis, and replies saying
-// Redis cannot serve now, match quota.ErrUnavailable; a caller's cancelled
-// context and script errors do not.
-func (s *Store) fail(op string, k quota.Key, err error) error {
-	if errors.Is(err, context.Canceled) || !unavailable(err) {
-		return fmt.Errorf("redis: %s %s: %w", op, k, err)
-	}
-	return fmt.Errorf("redis: %s %s: %w: %w", op, k, quota.ErrUnavailable, err)
-}
-
-// unavailable reports whether err means the server could not serve the call
-// (as opposed to rejecting it): network errors, timeouts, and replies from a
-// server that is loading, read-only, failing over or busy.
-func unavailable(err error) bool {
-	var rerr goredis.Error
-	if !errors.As(err, &rerr) {
-		return true // dial, read and write errors, timeouts, a closed client
-	}
-	msg := rerr.Error()
-	for _, p := range [...]string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS"} {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// durationOf converts script µs to a Duration, rounded to the nanosecond.
-func durationOf(us float64) time.Duration { return time.Duration(math.Round(us * 1e3)) }
-
-func toInt(res []any, i int) int64 {
-	switch v := res[i].(type) {
-	case int64:
-		return v
-	case string:
-		n, _ := strconv.ParseFloat(v, 64)
-		return int64(n)
-	}
-	return 0
-}
-
-func toFloat(res []any, i int) float64 {
-	switch v := res[i].(type) {
-	case int64:
-		return float64(v)
-	case string:
-		f, _ := strconv.ParseFloat(v, 64)
-		return f
-	}
-	return 0
-}
-
-func toString(res []any, i int) string {
-	if v, ok := res[i].(string); ok {
-		return v
-	}
-	return ""
 }

@@ -1,0 +1,230 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/quotatest"
+	"github.com/tollgate/tollgate/quota/redis"
+	"github.com/tollgate/tollgate/testsuite/redistest"
+)
+
+// TestLossSeenThroughATenant: a store that reached an account only through
+// a tenant's key knows the account's state all the same, so after a loss
+// its first untenanted call recovers the account instead of taking it for
+// a new one: the drained bucket restarts empty and the tenant's calls in
+// flight keep the account's two slots.
+func TestLossSeenThroughATenant(t *testing.T) {
+	for _, loss := range losses {
+		t.Run(loss.name, func(t *testing.T) {
+			const leaseTTL = time.Minute
+			vip := gpt4o
+			vip.Tenant = "vip"
+			e := newRecoveryEnvOf(t, map[quota.Key]quota.Policy{
+				gpt4o: {Limits: []quota.Limit{quota.Per(quota.Requests, 10, time.Second).WithBurst(time.Second), quota.Concurrent(2)},
+					LeaseTTL: leaseTTL, MaxWait: 10 * time.Second},
+				vip: {Limits: []quota.Limit{quota.Per(quota.Requests, 10, time.Second).WithBurst(time.Second)}, LeaseTTL: leaseTTL},
+			})
+			five := quota.Cost{Requests: 5}
+			e.grantOn(e.store, vip, "v1", five)
+			e.grantOn(e.store, vip, "v2", five)
+
+			loss.lose(t, e.srv)
+
+			d := e.reserveOn(e.store, gpt4o, "u1", oneRequest)
+			require.Equal(t, quota.Queued, d.Outcome, "the account was drained and two calls hold its slots: %+v", d)
+			e.clock.Advance(time.Second) // the bucket has refilled
+			for _, ticket := range []string{"v1", "v2"} {
+				_, err := e.store.Renew(e.ctx, vip, ticket, 0)
+				require.NoError(t, err, "%s keeps its slot", ticket)
+			}
+			d = e.reserveOn(e.store, gpt4o, "u1", oneRequest)
+			require.Equal(t, quota.Queued, d.Outcome, "%+v", d)
+			require.Equal(t, quota.ConcurrencyFull, d.Reason, "v1 and v2 hold both slots: %+v", d)
+		})
+	}
+}
+
+// TestStrayTicketClaimsNoPlaceholder: after a loss a placeholder slot goes
+// only to a ticket that proves it was granted before the loss. A ticket
+// never granted is unknown to Settle and Renew, and takes no slot from the
+// calls still in flight.
+func TestStrayTicketClaimsNoPlaceholder(t *testing.T) {
+	e := newRecoveryEnv(t, quota.Policy{Limits: []quota.Limit{quota.Concurrent(2)}, LeaseTTL: time.Minute})
+	e.grant(e.store, "a", oneRequest)
+	e.grant(e.store, "b", oneRequest)
+	losses[0].lose(t, e.srv)
+
+	err := e.store.Settle(e.ctx, quota.Settlement{Key: gpt4o, Ticket: "stray", Actual: oneRequest, Charged: oneRequest})
+	require.ErrorIs(t, err, quota.ErrUnknownTicket, "stray was never granted")
+	_, err = e.store.Renew(e.ctx, gpt4o, "stray", 0)
+	require.ErrorIs(t, err, quota.ErrUnknownTicket)
+	_, err = e.newStore().Renew(e.ctx, gpt4o, "a", 0)
+	require.ErrorIs(t, err, quota.ErrUnknownTicket, "a store that never granted a cannot prove it")
+
+	d := e.reserve(e.store, "c", oneRequest)
+	require.Equal(t, quota.ConcurrencyFull, d.Reason, "a and b still hold both slots: %+v", d)
+	for _, ticket := range []string{"a", "b"} {
+		_, err := e.store.Renew(e.ctx, gpt4o, ticket, 0)
+		require.NoError(t, err, "%s proves its grant", ticket)
+	}
+}
+
+// TestReplicasNeverOverdrawAcrossLoss: TestReplicasNeverOverdraw's fleet,
+// on the real clock, with the server's state flushed while it runs. Grants
+// over the whole run stay within what the buckets can have produced (a
+// bucket that restarted full would add its capacity), and calls in flight
+// at the loss are not joined by new ones over the concurrency limit.
+func TestReplicasNeverOverdrawAcrossLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for about two seconds")
+	}
+	const (
+		replicas   = 3
+		workers    = 8 // per replica
+		concurrent = 10
+		runFor     = 1500 * time.Millisecond
+		loseAt     = 700 * time.Millisecond
+		holdFor    = 5 * time.Millisecond
+	)
+	cost := quota.Cost{Requests: 1, Tokens: 100}
+	limits := []quota.Limit{
+		quota.Per(quota.Requests, 40, 200*time.Millisecond).WithBurst(200 * time.Millisecond), // 200/s
+		quota.Per(quota.Tokens, 4000, 200*time.Millisecond).WithBurst(200 * time.Millisecond),
+		quota.Concurrent(concurrent),
+	}
+	// The lease TTL bounds how long the slots of calls in flight at the loss
+	// stay held if those calls never come back; these all settle.
+	ps := policies(t, quota.Policy{Limits: limits, MaxWait: 20 * time.Millisecond, LeaseTTL: time.Second})
+	srv := redistest.StartServer(t)
+	stores := storesOn(t, srv, ps, replicas)
+	ctx := context.Background()
+	admin := srv.Client()
+	before, err := admin.Time(ctx).Result()
+	require.NoError(t, err)
+
+	var (
+		mu       sync.Mutex
+		inFlight int
+		peak     int
+		granted  [quota.Concurrency + 1]int64
+		wg       sync.WaitGroup
+		errs     = make(chan error, replicas*workers+1)
+	)
+	deadline := time.Now().Add(runFor)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		time.Sleep(loseAt)
+		errs <- admin.FlushAll(ctx).Err()
+	}()
+	for r, s := range stores {
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- hammer(ctx, s, fmt.Sprintf("r%d-w%d", r, w), cost, deadline, func() {
+					mu.Lock()
+					inFlight++
+					peak = max(peak, inFlight)
+					for _, a := range quota.Axes() {
+						granted[a] += cost.On(a)
+					}
+					mu.Unlock()
+					time.Sleep(holdFor)
+					mu.Lock()
+					inFlight--
+					mu.Unlock()
+				})
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	after, err := admin.Time(ctx).Result()
+	require.NoError(t, err)
+	elapsed := after.Sub(before)
+	t.Logf("%d grants in %s across a FLUSHALL at %s; peak in flight %d", granted[quota.Requests], elapsed, loseAt, peak)
+
+	require.LessOrEqual(t, peak, concurrent, "concurrent calls never exceed the lease limit, across the loss too")
+	for _, l := range limits {
+		if l.Axis.Kind() != quota.Bucket {
+			continue
+		}
+		bound := float64(l.Capacity) + l.Rate()*elapsed.Seconds()
+		got := float64(granted[l.Axis])
+		t.Logf("%-8s granted %6.0f of at most %8.1f (%.1f%%)", l.Axis, got, bound, 100*got/bound)
+		require.LessOrEqual(t, got, bound, "%s: granted more than the bucket produced", l.Axis)
+	}
+}
+
+// TestLossRecoversTenantBudgets: an account and a tenant's budget nested in
+// it recover together: both buckets restart empty, so the tenant's next
+// call waits for the slower of the two to refill, and the calls in flight
+// at the loss keep their slots on both budgets as they renew, and give
+// them back as they settle.
+func TestLossRecoversTenantBudgets(t *testing.T) {
+	const leaseTTL = time.Minute
+	vip := gpt4o
+	vip.Tenant = "vip"
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{
+		gpt4o: {Limits: []quota.Limit{quota.Per(quota.Requests, 10, time.Second).WithBurst(time.Second), quota.Concurrent(3)}, LeaseTTL: leaseTTL},
+		vip:   {Limits: []quota.Limit{quota.Per(quota.Requests, 4, time.Second).WithBurst(time.Second), quota.Concurrent(2)}, LeaseTTL: leaseTTL},
+	})
+	require.NoError(t, err)
+	srv := redistest.StartServer(t)
+	clock := quotatest.NewClock(time.Date(2025, 1, 15, 18, 0, 0, 0, time.UTC))
+	s, err := redis.New(srv.Client(), ps, redis.Options{Clock: clock})
+	require.NoError(t, err)
+	ctx := context.Background()
+	reserve := func(k quota.Key, ticket string) quota.Decision {
+		t.Helper()
+		d, err := s.Reserve(ctx, quota.Reservation{Key: k, Ticket: ticket, Cost: oneRequest})
+		require.NoError(t, err)
+		return d
+	}
+	settle := func(k quota.Key, ticket string) {
+		t.Helper()
+		require.NoError(t, s.Settle(ctx, quota.Settlement{Key: k, Ticket: ticket, Actual: oneRequest, Charged: oneRequest}))
+	}
+	for _, c := range []struct {
+		key    quota.Key
+		ticket string
+	}{{vip, "v1"}, {vip, "v2"}, {gpt4o, "u1"}} {
+		require.Equal(t, quota.Granted, reserve(c.key, c.ticket).Outcome, c.ticket)
+	}
+
+	losses[0].lose(t, srv)
+
+	d := reserve(vip, "v3")
+	require.Equal(t, quota.Queued, d.Outcome, "%+v", d)
+	require.Equal(t, quota.Capacity, d.Reason)
+	require.Equal(t, 250*time.Millisecond, d.Wait, "the tenant's bucket restarted empty: 4 a second")
+	require.NoError(t, s.Cancel(ctx, vip, "v3"))
+
+	for _, ticket := range []string{"v1", "v2"} {
+		left, err := s.Renew(ctx, vip, ticket, 0)
+		require.NoError(t, err, "%s keeps its grant", ticket)
+		require.Equal(t, leaseTTL, left)
+	}
+	clock.Advance(time.Second) // both buckets full again
+	d = reserve(vip, "v3")
+	require.Equal(t, quota.ConcurrencyFull, d.Reason, "v1 and v2 hold the tenant's two slots: %+v", d)
+	d = reserve(gpt4o, "u2")
+	require.Equal(t, quota.ConcurrencyFull, d.Reason, "v1, v2 and u1's placeholder hold the account's three: %+v", d)
+
+	settle(gpt4o, "u1")
+	require.Equal(t, quota.Granted, reserve(gpt4o, "u2").Outcome, "u1 gave its slot back")
+	settle(vip, "v1")
+	require.Equal(t, quota.Granted, reserve(vip, "v3").Outcome, "v1 gave its slots back")
+	require.Equal(t, quota.ConcurrencyFull, reserve(gpt4o, "u3").Reason, "v2, u2 and v3 in flight")
+}

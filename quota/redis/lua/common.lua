@@ -1,0 +1,263 @@
+-- common.lua: what every operation reads first, and the bucket, window
+-- and observation helpers they share.
+--
+-- KEYS: [1] S the root's state hash, [2] L its lease zset, [3] T the
+-- ticket's record (Reserve, Settle, Cancel, Renew; otherwise any key of the
+-- root's slot), [4] Q its queue zset, [5] N its line, [6] F its finish
+-- hash, [7] W its waiting hash; then, for a tenant's budget nested in the
+-- root, [8] its state hash, [9] its lease zset and [10] its queue zset.
+-- (See the package doc for what each holds.)
+--
+-- ARGV, read in order by arg() (the Go side is args.go's keyState.args):
+--   now in unix µs, or '' to read Redis TIME; the call's tenant ('' for
+--   none); its weight (quota.Policies.Weight); max wait µs (the shorter of
+--   the budgets'); the number of budgets, 1 or 2; then for each, the root
+--   first: its priority reserve (fraction), 1 if it adopts observed limits
+--   else 0, its lease TTL µs, n its number of limits, then n × (axis id,
+--   kind, effective capacity, period µs, burst share: quota.Limit.BurstTime
+--   over its period, 0 for other kinds), in quota.Axes() order;
+--   for each daily limit of each budget, in the same order, 6 midnights
+--   (unix µs) around the caller's clock;
+--   a name for a new epoch, then for each budget the epoch of its state the
+--   caller last saw ('' for none), then for each daily limit of each budget
+--   the window the caller last saw, "start used", or '';
+--   then the operation's own arguments (see its file).
+--
+-- The constants (BUCKET, LEASE_RETRY, …) come before this file, written
+-- from constants.go.
+
+local S, L, T, Q, N, F, W = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+
+local argi = 0
+-- arg returns the next argument.
+local function arg()
+  argi = argi + 1
+  return ARGV[argi]
+end
+
+-- fmt writes x as %.17g does; integers, the common case, take the cheaper
+-- %d (the same digits below 2^53; -0 keeps %.17g's sign).
+local function fmt(x)
+  if x % 1 == 0 and x < EXACT and x > -EXACT and (x ~= 0 or 1 / x > 0) then
+    return string.format('%d', x)
+  end
+  return string.format('%.17g', x)
+end
+
+-- num returns x as is when Redis can return it exactly as an integer (one
+-- below 2^53), and formatted otherwise.
+local function num(x)
+  if x % 1 == 0 and x < EXACT and x > -EXACT then return x end
+  return fmt(x)
+end
+
+local now = arg()
+if now == '' then
+  local tm = redis.call('TIME')
+  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+else
+  now = tonumber(now)
+end
+local nowS = fmt(now)
+local tenant = '.' .. arg()
+local weight = tonumber(arg())
+local maxWait = tonumber(arg())
+local nBudgets = arg()
+
+-- costOn maps an axis id to the index of the cost part it charges.
+local costOn = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 1, ['6'] = 2}
+
+-- A budget: its keys, st its state hash as read, prio its priority reserve,
+-- adopts, leaseTTL its policy's lease TTL µs, n its number of axes, axes,
+-- conc its concurrency axis, daily whether it has daily axes and nd how
+-- many, pu/pr its pause's end and reason, paused; ep its state's epoch,
+-- known the one the caller saw and seen the caller's view of its daily
+-- windows; mb/mr its margin (the root's counts).
+-- Each axis: id and kind as passed, cap (the adopted one if it counts, see
+-- the package doc), conf the configured capacity as passed, period µs
+-- (buckets only), ci its cost part (none for concurrency), st its budget's
+-- state, rate and burst (buckets: with the margin), lv a level just read
+-- (see adjust).
+local lastP, period -- axes usually share a period: parse each one once
+local function budget(Sk, Lk, Qk)
+  local st = {}
+  local raw = redis.call('HGETALL', Sk)
+  for j = 1, #raw, 2 do st[raw[j]] = raw[j + 1] end
+  local pu = tonumber(st['pu'] or '') or 0
+  local b = {S = Sk, L = Lk, Q = Qk, st = st, prio = tonumber(arg()), adopts = arg() == '1',
+    leaseTTL = tonumber(arg()), n = tonumber(arg()), axes = {}, conc = nil, daily = false, nd = 0,
+    pu = pu, pr = st['pr'], paused = pu > now, ep = st['ep'], known = nil, seen = {},
+    mb = tonumber(st['mb'] or '') or 1, mr = tonumber(st['mr'] or '') or 1}
+  for k = 1, b.n do
+    local id, kind, conf, p, bs = arg(), arg(), arg(), arg(), arg()
+    if kind == BUCKET and p ~= lastP then
+      lastP = p
+      period = tonumber(p)
+    end
+    local cap = conf
+    if b.adopts and st['o' .. id] == conf and st['c' .. id] then cap = st['c' .. id] end
+    -- Every field is named here so the table is sized once.
+    local a = {id = id, kind = kind, cap = tonumber(cap), conf = conf, ci = costOn[id],
+      period = kind == BUCKET and period or nil, bs = kind == BUCKET and tonumber(bs) or nil,
+      rate = nil, burst = nil, lv = nil, ws = nil, we = nil, st = st}
+    if kind == BUCKET then a.rate, a.burst = a.cap / period * b.mr, a.cap * a.bs * b.mb end
+    if kind == LEASES then
+      b.conc = a
+    elseif kind == DAILY then
+      b.daily = true
+      b.nd = b.nd + 1
+    end
+    b.axes[k] = a
+  end
+  return b
+end
+
+local root = budget(S, L, Q)
+local own
+if nBudgets == '2' then own = budget(KEYS[8], KEYS[9], KEYS[10]) end
+-- budgets lists the call's budgets, the tenant's first; target is the one
+-- its key names (Pause, Observe, Snapshot).
+local budgets = {root}
+local target = root
+if own then budgets, target = {own, root}, own end
+
+for _, b in ipairs({root, own}) do
+  for k = 1, b.n do
+    local a = b.axes[k]
+    if a.kind == DAILY then
+      local from = tonumber(arg())
+      for _ = 1, 5 do
+        local to = tonumber(arg())
+        if from <= now and now < to then a.ws, a.we = from, to end
+        from = to
+      end
+      if not a.ws then
+        return redis.error_reply('ERR tollgate: clock ' .. nowS .. ' is outside the daily windows passed for axis ' ..
+          a.id .. '; the caller clock and Redis TIME disagree by days')
+      end
+    end
+  end
+end
+local epochName = arg()
+for _, b in ipairs({root, own}) do b.known = arg() end
+for _, b in ipairs({root, own}) do
+  for j = 1, b.nd do b.seen[j] = arg() end
+end
+-- leaseTTL is the longest a ticket lives unrenewed: the shorter of the
+-- budgets' lease TTLs.
+local leaseTTL = root.leaseTTL
+if own and own.leaseTTL < leaseTTL then leaseTTL = own.leaseTTL end
+
+-- The axes' level times are usually one write's now: parse each one once.
+local lastT, lastTN
+local function level(a)
+  local l = a.st['l' .. a.id]
+  if not l then return a.burst end
+  l = tonumber(l)
+  local ts = a.st['t' .. a.id]
+  if ts ~= lastT then lastT, lastTN = ts, tonumber(ts) end
+  local dt = now - lastTN
+  if dt > 0 then l = l + dt * a.rate end
+  if l > a.burst then l = a.burst end
+  return l
+end
+
+local function used(a)
+  if tonumber(a.st['w' .. a.id]) == a.ws then return tonumber(a.st['d' .. a.id]) end
+  return 0
+end
+
+-- pause returns the call's budget whose pause ends last (the tenant's
+-- among equals), or nil when none is paused.
+local function pause()
+  local p
+  for _, b in ipairs(budgets) do
+    if b.paused and (not p or b.pu > p.pu) then p = b end
+  end
+  return p
+end
+
+
+-- stamp is the time to date a bucket's new level at: now, unless the clock
+-- has stepped back past the level's own time. A level is never dated back,
+-- or the span the clock repeats would earn a second refill.
+local function stamp(a)
+  local ts = a.st['t' .. a.id]
+  if ts and tonumber(ts) > now then return ts end
+  return nowS
+end
+
+-- adjust charges delta[1..4] (negative: refunds) against every axis of
+-- budget b and keeps its st current for what follows; a bucket's level is
+-- a.lv when the caller has just read it. Given at, the time a ticket was
+-- charged at, a daily window is left alone unless at falls in its current
+-- day: a new day owes nothing for an estimate made the day before.
+-- Refunds never lift a bucket above its capacity nor a window below zero.
+local function adjust(b, delta, at)
+  local hs, h = {}, 0
+  for k = 1, b.n do
+    local a = b.axes[k]
+    local c = a.ci and delta[a.ci]
+    if c and at and a.kind == DAILY and (at < a.ws or at >= a.we) then c = nil end
+    if a.kind == BUCKET and c then
+      local l = (a.lv or level(a)) - c
+      if c < 0 and l > a.burst then l = a.burst end
+      local lk, tk = 'l' .. a.id, 't' .. a.id
+      b.st[lk], b.st[tk] = fmt(l), stamp(a)
+      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = lk, b.st[lk], tk, b.st[tk]
+      h = h + 4
+    elseif a.kind == DAILY and c then
+      local u = used(a) + c
+      if u < 0 then u = 0 end
+      local wk, dk = 'w' .. a.id, 'd' .. a.id
+      b.st[wk], b.st[dk] = fmt(a.ws), fmt(u)
+      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = wk, b.st[wk], dk, b.st[dk]
+      h = h + 4
+    end
+  end
+  if h > 0 then redis.call('HSET', b.S, unpack(hs)) end
+end
+
+-- observe applies to budget b what a provider reported, read from the
+-- arguments: m, then m × (axis id, adopted effective capacity or -1,
+-- remaining or -1). Levels are only lowered; an adopted capacity replaces
+-- the policy's, recorded with the configured capacity it was adopted under.
+local function observe(b)
+  local m = tonumber(arg())
+  local hs = {}
+  local st = b.st
+  for _ = 1, m do
+    local id, adopt, rem = arg(), tonumber(arg()), tonumber(arg())
+    for q = 1, b.n do
+      local a = b.axes[q]
+      if a.id == id then
+        if a.kind == BUCKET then
+          local l = level(a)
+          if adopt > 0 then
+            a.cap, a.rate, a.burst = adopt, adopt / a.period * b.mr, adopt * a.bs * b.mb
+            hs[#hs + 1] = 'c' .. id; hs[#hs + 1] = fmt(adopt)
+            hs[#hs + 1] = 'o' .. id; hs[#hs + 1] = a.conf
+            if l > a.burst then l = a.burst end
+          end
+          if rem >= 0 and rem < l then l = rem end
+          st['l' .. id], st['t' .. id] = fmt(l), stamp(a)
+          hs[#hs + 1] = 'l' .. id; hs[#hs + 1] = st['l' .. id]
+          hs[#hs + 1] = 't' .. id; hs[#hs + 1] = st['t' .. id]
+        elseif a.kind == DAILY then
+          if adopt > 0 then
+            a.cap = adopt
+            hs[#hs + 1] = 'c' .. id; hs[#hs + 1] = fmt(adopt)
+            hs[#hs + 1] = 'o' .. id; hs[#hs + 1] = a.conf
+          end
+          local u = used(a)
+          if rem >= 0 and a.cap - rem > u then u = a.cap - rem end
+          st['w' .. id], st['d' .. id] = fmt(a.ws), fmt(u)
+          hs[#hs + 1] = 'w' .. id; hs[#hs + 1] = st['w' .. id]
+          hs[#hs + 1] = 'd' .. id; hs[#hs + 1] = st['d' .. id]
+        end
+      end
+    end
+  end
+  if #hs > 0 then redis.call('HSET', b.S, unpack(hs)) end
+end
+

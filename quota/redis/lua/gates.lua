@@ -1,0 +1,122 @@
+-- gates.lua: the start gates, and the learned margin.
+--
+-- The start gates (see quota's burst.go): per bucket axis of the root, a
+-- level charged when a call is granted, as of the time the call starts,
+-- holding at most the axis's burst (its capacity × the burst share passed
+-- × the margin's burst) and refilled at its rate: g<a> the level, h<a>
+-- the time it is dated at (a start yet to come, or the last one). A gate
+-- with no level is full.
+
+-- gateLevel returns the root's gate of axis a as of at, and its burst.
+local function gateLevel(a, at)
+  local burst = a.burst
+  local g = a.st['g' .. a.id]
+  if not g then return burst, burst end
+  local l, ts = tonumber(g), tonumber(a.st['h' .. a.id])
+  if at > ts then l = l + (at - ts) * a.rate end
+  if l > burst then l = burst end
+  return l, burst
+end
+
+-- gate charges sign × cost to the root's gates as of now + wait, after
+-- every level it was dated at (a negative part refunds, never above the
+-- burst, and only to a gate not dated past now, or dated at own, the
+-- start being given back), and keeps its st current.
+local function gate(cost, wait, sign, own)
+  local hs, h = {}, 0
+  for k = 1, root.n do
+    local a = root.axes[k]
+    local c = a.kind == BUCKET and cost[a.ci] or 0
+    local at = now + wait
+    local ts = tonumber(a.st['h' .. a.id] or '')
+    if ts and ts > at then
+      at = ts
+      -- A gate dated at a start yet to come holds the level after that
+      -- start: what is given back now cannot be added there, or the next
+      -- call would start together with it, unless that start is the one
+      -- given back (own). Else it is given back to nobody.
+      if sign * c < 0 and ts ~= own then c = 0 end
+    end
+    if c ~= 0 then
+      local l = gateLevel(a, at) - sign * c
+      if l > a.burst then l = a.burst end
+      local gk, hk = 'g' .. a.id, 'h' .. a.id
+      a.st[gk], a.st[hk] = fmt(l), fmt(at)
+      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = gk, a.st[gk], hk, a.st[hk]
+      h = h + 4
+    end
+  end
+  if h > 0 then redis.call('HSET', root.S, unpack(hs)) end
+end
+
+-- start charges cost to the root's gates and returns the µs until the
+-- call may start: until every gate holds its share of the cost, or its
+-- whole burst for a call larger (a gate dated at a start yet to come is
+-- read as of that start).
+local function start(cost)
+  local wait = 0
+  for k = 1, root.n do
+    local a = root.axes[k]
+    local c = a.kind == BUCKET and cost[a.ci] or 0
+    if c > 0 then
+      local from = now
+      local ts = tonumber(a.st['h' .. a.id] or '')
+      if ts and ts > from then from = ts end
+      local l, burst = gateLevel(a, from)
+      local need = c < burst and c or burst
+      local w = from - now
+      if need - l > EPSILON * math.max(1, need) then w = w + (need - l) / a.rate end
+      if w > wait then wait = w end
+    end
+  end
+  wait = math.ceil(wait)
+  gate(cost, wait, 1)
+  -- The line never runs ahead of the starts: a bucket refills every axis
+  -- at once while a call waits on one, which the provider's window does
+  -- not, so a grant the gates start later owes the buckets the time it
+  -- waits, and the calls behind it in line wait as long.
+  if wait > 0 then
+    local hs = {}
+    for k = 1, root.n do
+      local a = root.axes[k]
+      if a.kind == BUCKET then
+        local lk, tk = 'l' .. a.id, 't' .. a.id
+        a.st[lk], a.st[tk] = fmt(level(a) - a.rate * wait), stamp(a)
+        a.lv = nil
+        hs[#hs + 1], hs[#hs + 2], hs[#hs + 3], hs[#hs + 4] = lk, a.st[lk], tk, a.st[tk]
+      end
+    end
+    redis.call('HSET', root.S, unpack(hs))
+  end
+  return wait
+end
+
+-- remargin makes the root's margin (mb, mr) from now: its buckets and
+-- gates keep what they owe (a level below its burst is a debt the calls
+-- after it wait for; a new burst moves the level by as much as the burst
+-- moves) and refill at the new rate after.
+local function remargin(mb, mr)
+  local hs = {'mb', fmt(mb), 'mr', fmt(mr)}
+  for k = 1, root.n do
+    local a = root.axes[k]
+    if a.kind == BUCKET then
+      local burst = a.cap * a.bs * mb
+      local delta = burst - a.burst
+      local lk, tk = 'l' .. a.id, 't' .. a.id
+      if a.st[lk] then
+        local l = level(a) + delta
+        if l > burst then l = burst end
+        hs[#hs + 1], hs[#hs + 2], hs[#hs + 3], hs[#hs + 4] = lk, fmt(l), tk, stamp(a)
+      end
+      local ts = tonumber(a.st['h' .. a.id] or '')
+      if ts then
+        local at = ts > now and ts or now
+        local g = gateLevel(a, at) + delta
+        if g > burst then g = burst end
+        hs[#hs + 1], hs[#hs + 2], hs[#hs + 3], hs[#hs + 4] = 'g' .. a.id, fmt(g), 'h' .. a.id, fmt(at)
+      end
+    end
+  end
+  redis.call('HSET', root.S, unpack(hs))
+end
+

@@ -1,0 +1,11 @@
+-- observe.lua: quota.Store.Observe.
+--
+-- ARGV after common.lua's: observations (see observe in common.lua),
+-- applied to the target.
+--
+-- Reply: 1.
+
+checkEpochs()
+sweepAll()
+observe(target)
+return 1

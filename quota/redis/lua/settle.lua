@@ -1,0 +1,64 @@
+-- settle.lua: quota.Store.Settle.
+--
+-- ARGV after common.lua's: the actual cost (requests, tokens, input,
+-- output tokens), the ticket, the epochs the caller was granted it in (the
+-- root's, then the tenant's budget's; '' when it was not, see regrant),
+-- the prompt, counted (1/0), the calibration's min and max ratio and
+-- half-life µs, the cost the caller was told the ticket holds charged (4
+-- parts), then observations (see observe in common.lua), applied to the
+-- root: a provider reports on the account.
+--
+-- The observations, and with a counted actual the root's lesson (actual
+-- input over prompt), apply whether or not the ticket is held. A ticket no
+-- longer held is charged what the actual cost exceeds its charge by, on
+-- every budget, refunding nothing (its estimate is still charged, and its
+-- call may have run); if its record alone is gone, it releases the grant
+-- it held (regrant).
+--
+-- Reply: 1, or 0 if the ticket is not held as granted; {-1, tenant} for a
+-- ticket reserved under another tenant, changing nothing.
+
+local actual = {tonumber(arg()), tonumber(arg()), tonumber(arg()), tonumber(arg())}
+local ticketID = arg()
+local proofs = {arg(), arg()}
+local prompt = tonumber(arg())
+local counted = arg() == '1'
+local minR, maxR, half = tonumber(arg()), tonumber(arg()), tonumber(arg())
+local told = {tonumber(arg()), tonumber(arg()), tonumber(arg()), tonumber(arg())}
+
+checkEpochs()
+sweepAll()
+
+local t, other = ticket()
+if other then return wrongTenant(other) end
+local held = 0
+if t and t.s == 'g' then
+  local delta = {}
+  for j = 1, 4 do delta[j] = actual[j] - tonumber(t['c' .. j]) end
+  for _, b in ipairs(budgets) do
+    adjust(b, delta, tonumber(t.w))
+    if b.conc then redis.call('ZREM', b.L, ticketID) end
+  end
+  -- The gates are corrected too: a provider counts what a call used.
+  gate(delta, 0, 1)
+  redis.call('DEL', T)
+  held = 1
+elseif not t then
+  local over, any = {}, false
+  for j = 1, 4 do
+    over[j] = actual[j] - told[j]
+    if over[j] > 0 then any = true else over[j] = 0 end
+  end
+  if any then
+    for _, b in ipairs(budgets) do adjust(b, over) end
+  end
+  if regrant(ticketID, nil, proofs) then held = 1 end
+end
+observe(root)
+if counted and prompt > 0 and actual[3] > 0 then learn(actual[3] / prompt, minR, maxR, half) end
+-- A call counted as it went earns back a little of the margin.
+if counted and (root.mb < 1 or root.mr < 1) then
+  local mb, mr = root.mb + BURST_GAIN, root.mr + RATE_GAIN
+  remargin(mb < 1 and mb or 1, mr < 1 and mr or 1)
+end
+return held
