@@ -85,8 +85,17 @@ type dailyArgs struct {
 // "/<tenant>"; sep is what follows it in the budget's other keys (":" or
 // "/"): a tenant's name has no "/", so no two budgets' keys can meet, and
 // every key of an account and its tenants shares the account's hash tag.
+// The provider's default account (Account "") is named "default"; an
+// account named "default" is "/default", which no name can be.
 func budgetKey(prefix string, k quota.Key) (key, sep string) {
-	tag := prefix + ":{" + k.WithoutTenant().String() + "}"
+	account := k.Account
+	switch account {
+	case "":
+		account = "default"
+	case "default":
+		account = "/default"
+	}
+	tag := prefix + ":{" + k.Provider + "/" + account + "/" + k.Model + "}"
 	if k.Tenant == "" {
 		return tag, ":"
 	}

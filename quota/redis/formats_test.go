@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -81,4 +82,55 @@ func TestUnreadableQueueMemberIsDropped(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, n, "every member dropped from %s", key)
 	}
+}
+
+// TestAccountNamedDefault: an account named "default" is not the provider's
+// default account (Account ""): the two keep two budgets, as in memory.
+func TestAccountNamedDefault(t *testing.T) {
+	named := gpt4o
+	named.Account = "default"
+	one := quota.Policy{Limits: []quota.Limit{quota.Concurrent(1)}}
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{gpt4o: one, named: one})
+	require.NoError(t, err)
+	s, err := redis.New(redistest.Start(t), ps, redis.Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, k := range []quota.Key{gpt4o, named} {
+		d, err := s.Reserve(ctx, quota.Reservation{Key: k, Ticket: "t-" + k.Account, Cost: quota.Cost{Requests: 1}})
+		require.NoError(t, err)
+		require.Equal(t, quota.Granted, d.Outcome, "%s has a slot of its own: %+v", k, d)
+	}
+}
+
+// TestFinishTagsStayBounded: the line keeps each tenant's latest tag while
+// it is busy, and drops the ones behind its virtual time, so an account that
+// stays saturated while tenant after tenant comes and goes keeps a bounded
+// hash, not one field per tenant it ever served.
+func TestFinishTagsStayBounded(t *testing.T) {
+	rdb := redistest.Start(t)
+	clock := quotatest.NewClock(time.Date(2025, 1, 15, 18, 0, 0, 0, time.UTC))
+	s, err := redis.New(rdb, policies(t, quota.Policy{Limits: []quota.Limit{
+		quota.Per(quota.Requests, 1, time.Second).WithBurst(time.Second)}, MaxWait: time.Hour}), redis.Options{Clock: clock})
+	require.NoError(t, err)
+	ctx := context.Background()
+	reserve := func(tenant string) quota.Decision {
+		t.Helper()
+		k := gpt4o
+		k.Tenant = tenant
+		d, err := s.Reserve(ctx, quota.Reservation{Key: k, Ticket: "t-" + tenant, Cost: quota.Cost{Requests: 1}})
+		require.NoError(t, err)
+		return d
+	}
+	require.Equal(t, quota.Granted, reserve("first").Outcome)
+	const tenants = 300
+	require.Equal(t, quota.Queued, reserve("t0").Outcome)
+	for i := 1; i < tenants; i++ {
+		require.Equal(t, quota.Queued, reserve(fmt.Sprintf("t%d", i)).Outcome, "the line stays busy")
+		clock.Advance(time.Second)
+		require.Equal(t, quota.Granted, reserve(fmt.Sprintf("t%d", i-1)).Outcome)
+	}
+	n, err := rdb.HLen(ctx, gpt4oTag+":finish").Result()
+	require.NoError(t, err)
+	require.Positive(t, n, "the line is busy: it keeps tags")
+	require.LessOrEqual(t, n, int64(2*64), "tags of %d tenants served", tenants)
 }
