@@ -117,6 +117,26 @@ func (t redisTarget) client() goredis.UniversalClient {
 	return goredis.NewClient(t.single)
 }
 
+// RedisClient returns a new client for c.RedisURL, one server or a Redis
+// Cluster as the worker reads it (see Config.RedisURL), without contacting
+// Redis, and a description of it for messages that holds no password:
+// "Redis redis://host:6379/0" or "Redis Cluster host:port,host:port". The
+// caller closes the client. It returns a *ConfigError naming REDIS_URL when
+// the URL is empty or does not parse.
+func (c Config) RedisClient() (rdb goredis.UniversalClient, desc string, err error) {
+	if c.RedisURL == "" {
+		return nil, "", &ConfigError{Env: "REDIS_URL", Problem: "is empty", Fix: `set it to the fleet's Redis, e.g. "redis://localhost:6379/0"`}
+	}
+	target, err := parseRedisURL(c.RedisURL)
+	if err != nil {
+		return nil, "", err
+	}
+	if target.cluster != nil {
+		return target.client(), "Redis Cluster " + strings.Join(target.cluster.Addrs, ","), nil
+	}
+	return target.client(), "Redis " + redactURL(c.RedisURL), nil
+}
+
 // logAttrs describes the target for the start-up log: the addresses and,
 // for one server, the database.
 func (t redisTarget) logAttrs() []any {
