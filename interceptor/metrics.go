@@ -86,6 +86,12 @@ const (
 	OtherTenants = "other"
 )
 
+// UngovernedKey is the key attribute of every call run ungoverned (its key
+// has no policy), whatever its key: such keys are the callers', not the
+// policies', so naming each would make a series per key. The warning
+// logged once per key names them.
+const UngovernedKey = "ungoverned"
+
 // instruments are Tollgate's metrics. With no Meter configured they record
 // nothing and cost nothing: no attribute is built on the admission path.
 type instruments struct {
@@ -164,13 +170,14 @@ func (ins *instruments) admission(ctx context.Context, k quota.Key, d quota.Deci
 		attribute.String("axis", axisName(d.Axis))))
 }
 
-// ungoverned counts an attempt run without admission: its key has no policy.
+// ungoverned counts an attempt run without admission: its key has no
+// policy. The key attribute is UngovernedKey, whatever the key.
 func (ins *instruments) ungoverned(ctx context.Context, k quota.Key) {
 	if !ins.on {
 		return
 	}
-	key, tenant := ins.keyAttrs(k)
-	ins.admissions.Add(ctx, 1, metric.WithAttributes(key, tenant,
+	_, tenant := ins.keyAttrs(k)
+	ins.admissions.Add(ctx, 1, metric.WithAttributes(attribute.String("key", UngovernedKey), tenant,
 		attribute.String("decision", "ungoverned"),
 		attribute.String("reason", "no_policy"),
 		attribute.String("axis", "none")))

@@ -2,9 +2,11 @@ package interceptor
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -44,4 +46,45 @@ func TestTenantAttributeIsBounded(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]int64{NoTenant: 1, "acme": 2, OtherTenants: 3}, got)
+}
+
+// Calls on keys without a policy share one series per tenant value: the
+// keys are the caller's, so a thousand of them must not make a thousand
+// series.
+func TestUngovernedKeysMakeBoundedSeries(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	ins, err := newInstruments(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test"), true, []string{"acme"})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for i := range 1000 {
+		k := quota.Key{Provider: "provider-" + strconv.Itoa(i%7), Account: "acct-" + strconv.Itoa(i), Model: "model-" + strconv.Itoa(i)}
+		if i%2 == 0 {
+			k.Tenant = "tenant-" + strconv.Itoa(i)
+		}
+		ins.ungoverned(ctx, k)
+	}
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	got := map[attribute.Distinct]int64{}
+	var keys []string
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != MetricAdmissions {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				got[dp.Attributes.Equivalent()] += dp.Value
+				key, _ := dp.Attributes.Value("key")
+				keys = append(keys, key.AsString())
+			}
+		}
+	}
+	require.Equal(t, 2, len(got), "one series for untenanted calls, one for other tenants")
+	var total int64
+	for _, n := range got {
+		total += n
+	}
+	require.Equal(t, int64(1000), total)
+	require.Equal(t, []string{UngovernedKey, UngovernedKey}, keys)
 }

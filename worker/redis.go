@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/url"
@@ -33,13 +34,48 @@ type redisTarget struct {
 // *ConfigError naming REDIS_URL (never its password) when the URL does not
 // parse or the client would not accept it.
 func parseRedisURL(raw string) (redisTarget, error) {
+	target, err := parseRedisTarget(raw)
+	if err != nil && reservedInUserinfo(raw) {
+		// The URL was split at a '/', '?' or '#' of its password, so what
+		// the error would say of the host, path or query holds parts of it.
+		return redisTarget{}, &ConfigError{Env: "REDIS_URL", Value: redactUserinfo(raw),
+			Problem: "does not parse: a '/', '?' or '#' comes before its last '@', as in a password that holds them unencoded",
+			Fix:     `percent-encode them in the password (/ as %2F, ? as %3F, # as %23), e.g. "redis://user:a%2Fb@host:6379/0"`}
+	}
+	return target, err
+}
+
+// reservedInUserinfo reports whether raw has a '/', '?' or '#' between its
+// "://" and its last '@': the user information of a URL whose password
+// holds them unencoded, or (rarely) an '@' in a path or query.
+func reservedInUserinfo(raw string) bool {
+	_, rest, ok := strings.Cut(raw, "://")
+	at := strings.LastIndex(rest, "@")
+	return ok && at >= 0 && strings.ContainsAny(rest[:at], "/?#")
+}
+
+// redactUserinfo returns raw with everything between its "://" and its
+// last '@' replaced by "xxxxx", for a URL that does not parse.
+func redactUserinfo(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	at := strings.LastIndex(rest, "@")
+	if !ok || at < 0 {
+		return raw
+	}
+	return scheme + "://xxxxx" + rest[at:]
+}
+
+// parseRedisTarget is parseRedisURL for a URL whose user information, if
+// any, holds no '/', '?' or '#'.
+func parseRedisTarget(raw string) (redisTarget, error) {
 	if strings.HasPrefix(raw, clusterScheme+"://") || strings.HasPrefix(raw, clusterTLSScheme+"://") {
 		return parseClusterURL(raw)
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") || (u.Scheme != "unix" && u.Host == "") {
 		return redisTarget{}, &ConfigError{Env: "REDIS_URL", Value: redactURL(raw), Problem: "is not a Redis URL",
-			Fix: `use e.g. "redis://localhost:6379/0" (rediss:// for TLS, redis+cluster://host:port,host:port for a Redis Cluster), or leave it empty for the memory store`, Err: err}
+			Fix: `use e.g. "redis://localhost:6379/0" (rediss:// for TLS, redis+cluster://host:port,host:port for a Redis Cluster), or leave it empty for the memory store`,
+			Err: withoutURL(err)}
 	}
 	// What the client will make of it: the database number, the query's
 	// options. Its messages name no password.
@@ -81,7 +117,7 @@ func parseClusterURL(raw string) (redisTarget, error) {
 	}
 	const form = "use redis+cluster://[user:password@]host:port,host:port,… (rediss+cluster:// for TLS), e.g. \"redis+cluster://redis-1:6379,redis-2:6379,redis-3:6379\""
 	if err != nil {
-		return fail("is not a Redis Cluster URL", form, err)
+		return fail("is not a Redis Cluster URL", form, withoutURL(err))
 	}
 	if u.Path != "" && u.Path != "/" && u.Path != "/0" {
 		return fail("names database "+strings.TrimPrefix(u.Path, "/")+", but a Redis Cluster has only database 0",
@@ -109,12 +145,42 @@ func parseClusterURL(raw string) (redisTarget, error) {
 	return redisTarget{cluster: opts}, nil
 }
 
+// withoutURL returns err, a *url.Error, without the URL it quotes (which
+// holds the password), keeping what is wrong with it.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return &url.Error{Op: ue.Op, URL: "(REDIS_URL)", Err: ue.Err}
+	}
+	return err
+}
+
 // client returns a new client for the target. The caller closes it.
 func (t redisTarget) client() goredis.UniversalClient {
 	if t.cluster != nil {
 		return goredis.NewClusterClient(t.cluster)
 	}
 	return goredis.NewClient(t.single)
+}
+
+// RedisClient returns a new client for c.RedisURL, one server or a Redis
+// Cluster as the worker reads it (see Config.RedisURL), without contacting
+// Redis, and a description of it for messages that holds no password:
+// "Redis redis://host:6379/0" or "Redis Cluster host:port,host:port". The
+// caller closes the client. It returns a *ConfigError naming REDIS_URL when
+// the URL is empty or does not parse.
+func (c Config) RedisClient() (rdb goredis.UniversalClient, desc string, err error) {
+	if c.RedisURL == "" {
+		return nil, "", &ConfigError{Env: "REDIS_URL", Problem: "is empty", Fix: `set it to the fleet's Redis, e.g. "redis://localhost:6379/0"`}
+	}
+	target, err := parseRedisURL(c.RedisURL)
+	if err != nil {
+		return nil, "", err
+	}
+	if target.cluster != nil {
+		return target.client(), "Redis Cluster " + strings.Join(target.cluster.Addrs, ","), nil
+	}
+	return target.client(), "Redis " + redactURL(c.RedisURL), nil
 }
 
 // logAttrs describes the target for the start-up log: the addresses and,

@@ -2,7 +2,9 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -64,6 +66,56 @@ func TestParseRedisURL(t *testing.T) {
 			require.NotContains(t, err.Error(), "hunter2")
 			require.Error(t, Config{RedisURL: tc.url}.Validate(), "Validate checks it too")
 		})
+	}
+}
+
+// A password holding '/' or '?' unencoded makes a URL net/url splits at
+// the wrong place: whatever the error says, no part of the password is in
+// it, nor in any error it wraps.
+func TestRedisURLErrorsHideThePassword(t *testing.T) {
+	const user = "tollgate"
+	for _, pw := range []string{"alpha/bravo", "alpha?bravo", "6379/alpha?bravo", "alpha#bravo", "alpha:bravo/x"} {
+		for _, scheme := range []string{"redis", "rediss", "redis+cluster", "rediss+cluster"} {
+			hosts := "r1:6379"
+			if strings.HasSuffix(scheme, "+cluster") {
+				hosts = "r1:6379,r2:6379"
+			}
+			raw := scheme + "://" + user + ":" + pw + "@" + hosts + "/0"
+			t.Run(raw, func(t *testing.T) {
+				_, err := parseRedisURL(raw)
+				var ce *ConfigError
+				require.ErrorAs(t, err, &ce)
+				require.Equal(t, "REDIS_URL", ce.Env)
+				require.ErrorContains(t, err, "percent-encode")
+				for e := error(err); e != nil; e = errors.Unwrap(e) {
+					for _, part := range []string{"alpha", "bravo"} {
+						require.NotContains(t, e.Error(), part, "%T", e)
+					}
+				}
+				_, _, err = Config{RedisURL: raw}.RedisClient()
+				require.Error(t, err)
+				require.NotContains(t, err.Error(), "alpha")
+			})
+		}
+	}
+	// Encoded, the same passwords are read whole.
+	for _, raw := range []string{"redis://u:alpha%2Fbravo%3F@r1:6379/0", "redis+cluster://u:alpha%2Fbravo%3F@r1:6379,r2:6379"} {
+		target, err := parseRedisURL(raw)
+		require.NoError(t, err, raw)
+		if target.cluster != nil {
+			require.Equal(t, "alpha/bravo?", target.cluster.Password)
+		} else {
+			require.Equal(t, "alpha/bravo?", target.single.Password)
+		}
+	}
+	// A URL that does not parse for another reason hides its password in
+	// every error it wraps too.
+	for _, raw := range []string{"redis://u:hunter2@r1:port/0", "redis+cluster://u:hunter2@r1:6379,r2:6379/%zz"} {
+		_, err := parseRedisURL(raw)
+		require.Error(t, err, raw)
+		for e := err; e != nil; e = errors.Unwrap(e) {
+			require.NotContains(t, e.Error(), "hunter2", "%s: %T", raw, e)
+		}
 	}
 }
 

@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/classify"
 	"github.com/tollgate/tollgate/quota"
@@ -45,11 +42,10 @@ func status(ctx context.Context, cfg config, out io.Writer, logger *slog.Logger)
 		fmt.Fprintln(out, "store: process memory of this command (no REDIS_URL): every bucket is full; set REDIS_URL to read the fleet's levels")
 		return writeStatus(ctx, out, store, b.Policies)
 	}
-	opts, err := goredis.ParseURL(cfg.RedisURL) // loadConfig checked it
+	rdb, desc, err := cfg.RedisClient() // loadConfig checked the URL
 	if err != nil {
-		return fmt.Errorf("worker: status: REDIS_URL: %w", err)
+		return fmt.Errorf("worker: status: %w", err)
 	}
-	rdb := goredis.NewClient(opts)
 	defer rdb.Close()
 	store, err := redis.New(rdb, b.Policies, redis.Options{})
 	if err != nil {
@@ -58,20 +54,11 @@ func status(ctx context.Context, cfg config, out io.Writer, logger *slog.Logger)
 	pingCtx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
 	if err := rdb.Ping(pingCtx).Err(); err != nil {
-		return fmt.Errorf("worker: status: Redis at REDIS_URL (-redis-url) %q is unreachable: %w (start Redis, or set REDIS_URL to the fleet's Redis; status reads Redis only, never a fallback)",
-			redactURL(cfg.RedisURL), err)
+		return fmt.Errorf("worker: status: %s at REDIS_URL (-redis-url) is unreachable: %w (start Redis, or set REDIS_URL to the fleet's Redis; status reads Redis only, never a fallback)",
+			desc, err)
 	}
-	fmt.Fprintln(out, "store: Redis", redactURL(cfg.RedisURL))
+	fmt.Fprintln(out, "store:", desc)
 	return writeStatus(ctx, out, store, b.Policies)
-}
-
-// redactURL hides a URL's password.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable)"
-	}
-	return u.Redacted()
 }
 
 // writeStatus prints a table of the policy keys' levels from store: per

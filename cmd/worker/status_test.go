@@ -63,6 +63,27 @@ func TestStatusShowsWhatTheFleetSpentInRedis(t *testing.T) {
 	require.Equal(t, 10.0, available(t, out.String(), "openai/default/gpt-4o", "requests", 600), "untouched keys stay full: a second of 600 a minute")
 }
 
+// status reads a Redis Cluster named the way the worker takes it,
+// redis+cluster://host:port,…: budget spent through another client of the
+// cluster shows as lowered levels, on keys whose slots sit on different
+// masters.
+func TestStatusReadsARedisCluster(t *testing.T) {
+	cluster := redistest.StartCluster(t)
+	ps := defaultBudgets().Policies
+	fleet, err := redis.New(cluster.Client(), ps, redis.Options{})
+	require.NoError(t, err)
+	key := quota.Key{Provider: "openai", Model: simPrimary}
+	d, err := fleet.Reserve(context.Background(), quota.Reservation{Key: key, Ticket: "status-test", Cost: quota.Cost{Requests: 20, Tokens: 50_000}})
+	require.NoError(t, err)
+	require.Equal(t, quota.Granted, d.Outcome)
+
+	var out bytes.Buffer
+	require.NoError(t, status(context.Background(), config{Config: worker.Config{RedisURL: cluster.URL()}}, &out, quietLogger()))
+	require.Contains(t, out.String(), "store: Redis Cluster "+strings.Join(cluster.Addrs(), ","))
+	require.Less(t, available(t, out.String(), "openai/default/gpt-4o-mini", "requests", 57), -10.0, "status shows the spent budget:\n%s", out.String())
+	require.Equal(t, 10.0, available(t, out.String(), "openai/default/gpt-4o", "requests", 600), "untouched keys stay full")
+}
+
 // available reads one row's AVAILABLE column (after BURST) from writeStatus's table.
 func available(t *testing.T, table, key, axis string, capacity int) float64 {
 	t.Helper()

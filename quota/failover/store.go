@@ -49,9 +49,11 @@ type Options struct {
 //
 // While degraded: Reserve follows the Mode; Settle, Cancel and Renew of
 // tickets the fallback admitted stay with the fallback (also after
-// recovery), while those of primary tickets fail with quota.ErrUnavailable;
-// Pause and
-// Observe reach the Local store, and are dropped (nil) by Closed and Open,
+// recovery, and also once settled or cancelled under Local, so that the
+// Local store answers for them), while those of primary tickets fail with
+// quota.ErrUnavailable: a ticket the fallback does not know may be one the
+// unreachable primary holds. Bad input and keys without a policy fail as
+// they would on the primary. Pause and Observe reach the Local store, and are dropped (nil) by Closed and Open,
 // which have nothing to apply them to; Snapshot reads the Local store, and
 // fails with quota.ErrUnavailable in the other modes.
 type Store struct {
@@ -75,11 +77,15 @@ type Store struct {
 
 var _ quota.Store = (*Store)(nil)
 
-// route names a ticket the fallback holds.
+// route names a ticket the fallback holds: in its account's namespace, as
+// every store keeps tickets, so that the Local store can refuse the ticket
+// under another tenant's key.
 type route struct {
-	key    quota.Key
-	ticket string
+	account quota.Key
+	ticket  string
 }
+
+func routeOf(k quota.Key, ticket string) route { return route{k.WithoutTenant(), ticket} }
 
 // routed says where a fallback ticket lives and until when it matters.
 type routed struct {
@@ -230,16 +236,23 @@ func (s *Store) openGrant(r quota.Reservation) quota.Decision {
 // where Observe sends them; a primary ticket settles on the primary, and
 // while the primary is unreachable its observations reach the Local store.
 func (s *Store) Settle(ctx context.Context, st quota.Settlement) error {
+	if err := st.Validate(); err != nil {
+		return err
+	}
+	if err := s.lookup(st.Key); err != nil {
+		return err
+	}
 	if rt, ok := s.route(st.Key, st.Ticket); ok {
-		s.forget(st.Key, st.Ticket)
-		var err error
-		if rt.local {
-			own := st
-			own.Observed = nil
-			err = s.local.Settle(ctx, own)
+		if !rt.local {
+			s.forget(st.Key, st.Ticket)
+			if len(st.Observed) > 0 {
+				return s.Observe(ctx, s.metered(st.Key), st.Observed)
+			}
+			return nil
 		}
+		err := s.local.Settle(ctx, st)
 		if len(st.Observed) > 0 {
-			err = errors.Join(err, s.Observe(ctx, st.Key, st.Observed))
+			err = errors.Join(err, s.observePrimary(ctx, s.metered(st.Key), st.Observed))
 		}
 		return err
 	}
@@ -252,9 +265,18 @@ func (s *Store) Settle(ctx context.Context, st quota.Settlement) error {
 
 // Cancel implements quota.Store.
 func (s *Store) Cancel(ctx context.Context, key quota.Key, ticket string) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	if err := quota.ValidateTicket(ticket); err != nil {
+		return err
+	}
+	if err := s.lookup(key); err != nil {
+		return err
+	}
 	if rt, ok := s.route(key, ticket); ok {
-		s.forget(key, ticket)
 		if !rt.local {
+			s.forget(key, ticket)
 			return nil
 		}
 		return s.local.Cancel(ctx, key, ticket)
@@ -267,6 +289,15 @@ func (s *Store) Cancel(ctx context.Context, key quota.Key, ticket string) error 
 // ticket renews on the primary, and fails with quota.ErrUnavailable while
 // the primary is unreachable.
 func (s *Store) Renew(ctx context.Context, key quota.Key, ticket string, ttl time.Duration) (time.Duration, error) {
+	if err := key.Validate(); err != nil {
+		return 0, err
+	}
+	if err := quota.ValidateRenewal(ticket, ttl); err != nil {
+		return 0, err
+	}
+	if err := s.lookup(key); err != nil {
+		return 0, err
+	}
 	if rt, ok := s.route(key, ticket); ok {
 		s.remember(key, ticket, rt.local)
 		if !rt.local {
@@ -311,6 +342,38 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 		return s.local.Snapshot(ctx, key)
 	}
 	return snap, err
+}
+
+// observePrimary gives obs to the primary if the breaker allows, and drops
+// them otherwise: for a Local ticket's settlement, which the Local store
+// has applied already.
+func (s *Store) observePrimary(ctx context.Context, key quota.Key, obs []quota.Observation) error {
+	if probe, ok := s.acquire(); ok {
+		err := s.primary.Observe(ctx, key, obs)
+		if s.release(ctx, probe, err) == nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// metered returns the key whose budget a settlement's observations lower:
+// a tenant's account when it has a policy, else the key itself (see
+// quota.Store.Settle).
+func (s *Store) metered(k quota.Key) quota.Key {
+	if account, _, ok := s.ps.Account(k); ok {
+		return account
+	}
+	return k
+}
+
+// lookup returns quota.NoPolicyError for a key without a policy, as every
+// store does, whether or not the primary answers.
+func (s *Store) lookup(k quota.Key) error {
+	if _, _, ok := s.ps.Lookup(k); !ok {
+		return quota.NoPolicyError(k)
+	}
+	return nil
 }
 
 // toPrimary runs call against the primary if the breaker allows, else fails
@@ -403,9 +466,9 @@ func (s *Store) lastError() error {
 func (s *Store) route(k quota.Key, ticket string) (routed, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rt, ok := s.routes[route{k, ticket}]
+	rt, ok := s.routes[routeOf(k, ticket)]
 	if ok && !s.clock.Now().Before(rt.expires) {
-		delete(s.routes, route{k, ticket})
+		delete(s.routes, routeOf(k, ticket))
 		return routed{}, false
 	}
 	return rt, ok
@@ -418,7 +481,7 @@ func (s *Store) remember(k quota.Key, ticket string, local bool) {
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.routes[route{k, ticket}] = routed{local: local, expires: now.Add(p.MaxWait + p.LeaseTTL)}
+	s.routes[routeOf(k, ticket)] = routed{local: local, expires: now.Add(p.MaxWait + p.LeaseTTL)}
 	if len(s.routes) >= s.sweepAt {
 		for r, rt := range s.routes {
 			if !now.Before(rt.expires) {
@@ -432,5 +495,5 @@ func (s *Store) remember(k quota.Key, ticket string, local bool) {
 func (s *Store) forget(k quota.Key, ticket string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.routes, route{k, ticket})
+	delete(s.routes, routeOf(k, ticket))
 }
