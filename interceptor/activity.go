@@ -252,7 +252,7 @@ func (a *activityInbound) wait(ctx context.Context, c *call, d quota.Decision) e
 	if d.Reason == quota.Unavailable {
 		return a.unavailable(ctx, c, d.Wait, nil)
 	}
-	if d.Reason == quota.Paused && isClosing(d.PauseReason) {
+	if d.Reason == quota.Paused && d.PauseReason.Closes() {
 		// The key is closed until a spend cap or daily quota resets:
 		// waiting is pointless, and so is asking the provider.
 		a.giveBack(ctx, c, d)
@@ -389,11 +389,7 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 		if v.HasRetryAfter {
 			wait = v.RetryAfter // capped by the Classifier's MaxRetryAfter
 		}
-		reason := "provider " + v.Class.String()
-		if v.Class == classify.RateLimited {
-			reason = quota.RateLimitedPause // teaches the key's margin too
-		}
-		a.pause(ctx, c.r.Key, wait, reason)
+		a.pause(ctx, c.r.Key, wait, pauseReason(v.Class))
 		if c.att.spend(&c.att.budget.RateLimited) > o.EscalateAfter {
 			if err := a.escalate(ctx, c, "rate_limited", wait); err != nil {
 				return err
@@ -414,9 +410,10 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 		if until.IsZero() || !until.After(now) {
 			until = now.Add(o.SpendCapPause)
 		}
-		closed := a.pause(ctx, c.r.Key, until.Sub(now), v.Class.String())
+		reason := pauseReason(v.Class)
+		closed := a.pause(ctx, c.r.Key, until.Sub(now), reason)
 		o.Logger.Warn("tollgate: key closed until its reset", "key", closed.String(), "class", v.Class.String(), "code", v.Code, "until", until.UTC().Format(time.RFC3339))
-		return a.closed(ctx, c, v.Class.String(), until, callErr)
+		return a.closed(ctx, c, reason, until, callErr)
 
 	case classify.Transient, classify.BadRequest, classify.NotFound, classify.Auth, classify.ContextTooLong:
 		if !v.Retryable { // a 4xx, or a 5xx the provider said not to retry
@@ -486,7 +483,7 @@ func (a *activityInbound) escalate(ctx context.Context, c *call, reason string, 
 // has no policy (the store answers quota.ErrNoPolicy), k's own budget is
 // paused instead: a tenant's budget standing alone, or nothing. It returns
 // the key paused.
-func (a *activityInbound) pause(ctx context.Context, k quota.Key, d time.Duration, reason string) quota.Key {
+func (a *activityInbound) pause(ctx context.Context, k quota.Key, d time.Duration, reason quota.PauseReason) quota.Key {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultStoreCallDeadline)
 	defer cancel()
 	paused := k.WithoutTenant()
@@ -541,24 +538,34 @@ func turnedAway(v classify.Verdict) bool {
 	return v.Class.Throttled() || v.Class.Terminal() || (v.Status >= 400 && v.Status < 500)
 }
 
-// isClosing reports whether a pause reason closes a key until a reset.
-func isClosing(reason string) bool {
-	return reason == classify.SpendCap.String() || reason == classify.DailyQuota.String()
+// pauseReason is the reason a provider's answer of class c pauses its key
+// for: a rate limit teaches the key's margin, an overload does not, and a
+// spend cap or daily quota closes it until its reset.
+func pauseReason(c classify.Class) quota.PauseReason {
+	switch c {
+	case classify.RateLimited:
+		return quota.PauseRateLimited
+	case classify.SpendCap:
+		return quota.PauseSpendCap
+	case classify.DailyQuota:
+		return quota.PauseDailyQuota
+	}
+	return quota.PauseOverloaded
 }
 
 // closed ends a call on a key closed until a spend cap or daily quota
 // resets: an escalation when the call has a backup, else a non-retryable
 // SpendCapReached or DailyQuotaExhausted.
-func (a *activityInbound) closed(ctx context.Context, c *call, class string, until time.Time, cause error) error {
-	if err := a.escalate(ctx, c, class, 0); err != nil {
+func (a *activityInbound) closed(ctx context.Context, c *call, reason quota.PauseReason, until time.Time, cause error) error {
+	if err := a.escalate(ctx, c, string(reason), 0); err != nil {
 		return err
 	}
 	errType := tollgate.SpendCapReached
-	if class == classify.DailyQuota.String() {
+	if reason == quota.PauseDailyQuota {
 		errType = tollgate.DailyQuotaExhausted
 	}
 	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("tollgate: %s is closed (%s) until %s", c.r.Key, class, until.UTC().Format(time.RFC3339)),
+		fmt.Sprintf("tollgate: %s is closed (%s) until %s", c.r.Key, reason, until.UTC().Format(time.RFC3339)),
 		errType, cause)
 }
 

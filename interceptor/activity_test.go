@@ -209,7 +209,7 @@ func TestOverloadRetriesLikeARateLimit(t *testing.T) {
 	require.ErrorContains(t, err, "overloaded")
 	snap, err := u.store.Snapshot(context.Background(), key)
 	require.NoError(t, err)
-	require.Equal(t, "provider overloaded", snap.PauseReason)
+	require.Equal(t, quota.PauseOverloaded, snap.PauseReason)
 	require.Equal(t, u.clock.Now().Add(3*time.Second), snap.PausedUntil)
 }
 
@@ -218,7 +218,7 @@ func TestOverloadRetriesLikeARateLimit(t *testing.T) {
 func TestClosedDailyQuotaFailsWithoutACall(t *testing.T) {
 	key := openaiKey("gpt-u")
 	u := newUnit(t, map[quota.Key]quota.Policy{key: generous()}, interceptor.Options{})
-	require.NoError(t, u.store.Pause(context.Background(), key, time.Hour, "daily_quota"))
+	require.NoError(t, u.store.Pause(context.Background(), key, time.Hour, quota.PauseDailyQuota))
 	_, err := u.complete(request("gpt-u"))
 	appErr := appError(t, err)
 	require.Equal(t, tollgate.DailyQuotaExhausted, appErr.Type())
@@ -345,7 +345,7 @@ func TestSpendCapClosesTheKeyUntilItsReset(t *testing.T) {
 	snap, err := u.store.Snapshot(context.Background(), key)
 	require.NoError(t, err)
 	require.Equal(t, u.clock.Now().Add(interceptor.DefaultSpendCapPause), snap.PausedUntil, "insufficient_quota gives no reset time: the default pause")
-	require.Equal(t, "spend_cap", snap.PauseReason)
+	require.Equal(t, quota.PauseSpendCap, snap.PauseReason)
 
 	// The next call fails the same way without reaching the provider.
 	_, err = u.complete(request("gpt-u"))

@@ -147,7 +147,7 @@ func TestGeminiDailyQuotaClosesTheKeyUntilMidnightPacific(t *testing.T) {
 
 			snap, err := u.store.Snapshot(context.Background(), geminiKey("gemini-rpd1"))
 			require.NoError(t, err)
-			require.Equal(t, "daily_quota", snap.PauseReason)
+			require.Equal(t, quota.PauseDailyQuota, snap.PauseReason)
 			require.True(t, snap.PausedUntil.Equal(tc.want), "paused until %s, want %s", snap.PausedUntil, tc.want)
 
 			_, err = u.complete(t, geminiRequest("gemini-rpd1"))
@@ -216,7 +216,7 @@ func TestGeminiSpendCapAndUsage(t *testing.T) {
 	require.True(t, appErr.NonRetryable())
 	snap, err = u.store.Snapshot(context.Background(), key)
 	require.NoError(t, err)
-	require.Equal(t, "spend_cap", snap.PauseReason)
+	require.Equal(t, quota.PauseSpendCap, snap.PauseReason)
 	require.Equal(t, u.clock.Now().Add(interceptor.DefaultSpendCapPause), snap.PausedUntil, "no reset time: someone must top the balance up")
 }
 

@@ -160,7 +160,7 @@ func TestReusedGrantWaitsOutAPause(t *testing.T) {
 	d, err := u.store.Reserve(ctx, quota.Reservation{Key: key, Ticket: ticket, Cost: quota.Cost{Requests: 1}})
 	require.NoError(t, err)
 	require.Equal(t, quota.Granted, d.Outcome, "the earlier attempt was granted")
-	require.NoError(t, u.store.Pause(ctx, key, 30*time.Second, "provider rate_limited"))
+	require.NoError(t, u.store.Pause(ctx, key, 30*time.Second, quota.PauseRateLimited))
 
 	_, err = u.complete(request("gpt-u"))
 	appErr := appError(t, err)

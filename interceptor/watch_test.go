@@ -67,7 +67,7 @@ func (s *watchedStore) Renew(ctx context.Context, key quota.Key, ticket string, 
 	return d, err
 }
 
-func (s *watchedStore) Pause(ctx context.Context, key quota.Key, d time.Duration, reason string) error {
+func (s *watchedStore) Pause(ctx context.Context, key quota.Key, d time.Duration, reason quota.PauseReason) error {
 	err := s.Store.Pause(ctx, key, d, reason)
 	s.check("Pause", err)
 	return err

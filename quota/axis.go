@@ -112,7 +112,7 @@ type Limit struct {
 	// per minute lets 10 calls start together, and the rest follow at the
 	// limit's rate (see BurstTime, and burst.go for why). A burst is never
 	// less than one call: a call larger than it starts alone. Zero means
-	// Period/DefaultBurstShare (1s of a per-minute limit); Period lets the
+	// Period/60 (1s of a per-minute limit); Period lets the
 	// whole limit start at once. Unused for the other kinds.
 	Burst time.Duration
 	// Location is the time zone whose midnight resets a DailyWindow; nil

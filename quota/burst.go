@@ -1,9 +1,6 @@
 package quota
 
-import (
-	"math"
-	"time"
-)
+import "time"
 
 // How calls start: the burst and the learned margin.
 //
@@ -27,73 +24,28 @@ import (
 //
 // The gate is a model of the provider's limiter, and a 429 on a call the
 // Store granted shows that model wrong (the provider's window is shorter,
-// or its clock and ours drift). Pause with RateLimitedPause teaches the
+// or its clock and ours drift). Pause with PauseRateLimited teaches the
 // key's Margin: its burst and rate shrink multiplicatively, at most once
-// per pause, down to MinBurstMargin and MinRateMargin; each call settled
+// per pause, down to bounds (see package storekit); each call settled
 // with its usage counted earns a little of both back. The margin lives in
 // the Store with the levels, so every replica shares it and a restart
 // keeps it. Spend caps, daily quotas and overloads teach it nothing.
 
-// DefaultBurstShare is the share of a bucket's period that Limit.Burst
+// defaultBurstShare is the share of a bucket's period that Limit.Burst
 // means when zero: 1/60, one second's worth of a per-minute limit, as the
 // providers document a per-minute limit may be enforced.
-const DefaultBurstShare = 60
-
-// RateLimitedPause is the reason to give Pause for a provider's rate limit
-// (429) on a call the Store granted: besides pausing the key, it teaches
-// the key's Margin.
-const RateLimitedPause = "provider rate_limited"
-
-// The learned margin's bounds and steps (see Margin).
-const (
-	// MinBurstMargin and MinRateMargin are the least fractions of a
-	// bucket's burst and rate a key's margin can shrink to.
-	MinBurstMargin = 1.0 / 16
-	MinRateMargin  = 0.8
-	// BurstCut and RateCut multiply a key's margin on a lesson.
-	BurstCut = 0.5
-	RateCut  = 0.98
-	// BurstGain and RateGain are what each call settled with its usage
-	// counted adds back, up to 1.
-	BurstGain = 1.0 / 200
-	RateGain  = 1.0 / 20000
-)
+const defaultBurstShare = 60
 
 // Margin is what a key has learned of its provider's limiter: the fractions
-// of every bucket's burst and rate it may use, each in [MinBurstMargin, 1]
-// and [MinRateMargin, 1]. The zero Margin is none learned, and means 1 for
-// both (see OrNone).
+// of every bucket's burst and rate it may use, each in (0, 1]. The zero
+// Margin is none learned, and means 1 for both. The bounds and steps of its
+// learning are package storekit's.
 type Margin struct {
 	Burst, Rate float64
 }
 
-// NoMargin is a key's margin before any lesson.
-var NoMargin = Margin{Burst: 1, Rate: 1}
-
-// OrNone returns m, or NoMargin for the zero Margin.
-func (m Margin) OrNone() Margin {
-	if m == (Margin{}) {
-		return NoMargin
-	}
-	return m
-}
-
-// Cut returns m after a lesson: both parts multiplied by their cut,
-// never below their bounds.
-func (m Margin) Cut() Margin {
-	m = m.OrNone()
-	return Margin{Burst: math.Max(MinBurstMargin, m.Burst*BurstCut), Rate: math.Max(MinRateMargin, m.Rate*RateCut)}
-}
-
-// Gain returns m after a call that went well: both parts raised by their
-// gain, never above 1.
-func (m Margin) Gain() Margin {
-	m = m.OrNone()
-	return Margin{Burst: math.Min(1, m.Burst+BurstGain), Rate: math.Min(1, m.Rate+RateGain)}
-}
-
 // BurstTime returns how much of the limit's period may start at once:
-// Burst, or Period/DefaultBurstShare when Burst is zero. Zero for other
+// Burst, or Period/defaultBurstShare when Burst is zero. Zero for other
 // kinds than Bucket.
 func (l Limit) BurstTime() time.Duration {
 	if l.Axis.Kind() != Bucket {
@@ -102,7 +54,7 @@ func (l Limit) BurstTime() time.Duration {
 	if l.Burst > 0 {
 		return l.Burst
 	}
-	return l.Period / DefaultBurstShare
+	return l.Period / defaultBurstShare
 }
 
 // WithBurst returns l with its Burst set to d: at most d's worth of the
@@ -111,14 +63,4 @@ func (l Limit) BurstTime() time.Duration {
 func (l Limit) WithBurst(d time.Duration) Limit {
 	l.Burst = d
 	return l
-}
-
-// Gate is the start gate of a bucket whose effective capacity is capacity
-// per period, at margin m: the units that may start at once (burst) and
-// their refill rate in units per second.
-func (l Limit) Gate(capacity int64, m Margin) (burst, rate float64) {
-	m = m.OrNone()
-	rate = float64(capacity) / l.Period.Seconds() * m.Rate
-	burst = float64(capacity) * (float64(l.BurstTime()) / float64(l.Period)) * m.Burst
-	return burst, rate
 }

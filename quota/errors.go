@@ -3,7 +3,6 @@ package quota
 import (
 	"errors"
 	"fmt"
-	"strconv"
 )
 
 // Sentinel errors, matched with errors.Is.
@@ -72,22 +71,3 @@ func (e *OversizeError) Error() string {
 
 // Is makes errors.Is(err, ErrOversize) true.
 func (e *OversizeError) Is(target error) bool { return target == ErrOversize }
-
-// NoPolicyError wraps ErrNoPolicy with the key.
-func NoPolicyError(k Key) error {
-	return fmt.Errorf("%w %s: add a policy for it or leave it ungoverned", ErrNoPolicy, k)
-}
-
-// WrongTenantError reports a ticket used under key whose tenant is not the
-// one it was reserved under (held): the tickets of an account and of its
-// tenants share one namespace, and a ticket belongs to one of them.
-func WrongTenantError(key Key, ticket, held string) *InvalidError {
-	name := func(t string) string {
-		if t == "" {
-			return "no tenant"
-		}
-		return "tenant " + strconv.Quote(t)
-	}
-	return invalid("ticket", ticket, fmt.Sprintf("was reserved under %s, not %s (%s)", name(held), name(key.Tenant), key),
-		"use the key the ticket was reserved under, tenant included")
-}

@@ -89,10 +89,11 @@ type Store interface {
 	// Callers pass a
 	// duration, never a time read from their own clock, so a worker whose
 	// clock is off neither loses nor lengthens the pause. The reason
-	// RateLimitedPause, for a provider's 429 on a granted call, also
+	// PauseRateLimited, for a provider's 429 on a granted call, also
 	// teaches the account's Margin (see burst.go), unless a pause of the
-	// account is in force already.
-	Pause(ctx context.Context, key Key, d time.Duration, reason string) error
+	// account is in force already; a reason that Closes the key shows
+	// callers it will not reopen before d. An unknown reason is invalid.
+	Pause(ctx context.Context, key Key, d time.Duration, reason PauseReason) error
 
 	// Observe lowers the levels of the budget key resolves to
 	// (Policies.Lookup) to what the provider reported remains, never
@@ -208,7 +209,12 @@ func (s Settlement) Validate() error {
 	if s.Prompt < 0 {
 		return invalid("prompt", strconv.FormatInt(s.Prompt, 10), "is negative", "pass the reservation's prompt, or 0")
 	}
-	return ValidateObservations(s.Observed)
+	for _, o := range s.Observed {
+		if err := o.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ValidateTicket reports an *InvalidError if ticket, given to Settle,
@@ -220,18 +226,6 @@ func ValidateTicket(ticket string) error {
 	if len(ticket) > MaxTicketLen {
 		return invalid("ticket", ticket[:32]+"…", "is longer than "+strconv.Itoa(MaxTicketLen)+" bytes",
 			"pass quota.TicketFor(…) of the identity instead: a fixed-length digest of it")
-	}
-	return nil
-}
-
-// ValidateRenewal reports an *InvalidError for a Renew of ticket for ttl:
-// a bad ticket (see ValidateTicket) or a negative ttl; nil otherwise.
-func ValidateRenewal(ticket string, ttl time.Duration) error {
-	if err := ValidateTicket(ticket); err != nil {
-		return err
-	}
-	if ttl < 0 {
-		return invalid("ttl", ttl.String(), "is negative", "use 0 for the policy's LeaseTTL or a positive duration")
 	}
 	return nil
 }
@@ -315,7 +309,7 @@ type Decision struct {
 	Reason Reason
 	Axis   Axis
 	// PauseReason is the reason given to Pause, when Reason is Paused.
-	PauseReason string
+	PauseReason PauseReason
 	// Lease is set when the key has a Concurrency limit and the call was
 	// granted: the lease expires at LeaseExpiry unless renewed or settled
 	// first.
@@ -355,13 +349,10 @@ type Observation struct {
 	Reset time.Duration
 }
 
-// ValidateObservations reports an *InvalidError for the first observation
-// of an unknown axis, or nil.
-func ValidateObservations(obs []Observation) error {
-	for _, o := range obs {
-		if !o.Axis.Valid() {
-			return invalid("observation.axis", o.Axis.String(), "is not a known axis", "report one of quota.Axes()")
-		}
+// Validate reports an *InvalidError for an observation of an unknown axis.
+func (o Observation) Validate() error {
+	if !o.Axis.Valid() {
+		return invalid("observation.axis", o.Axis.String(), "is not a known axis", "report one of quota.Axes()")
 	}
 	return nil
 }
@@ -376,14 +367,14 @@ type Snapshot struct {
 	// PausedUntil is zero when the key's budget is not paused (a tenant's
 	// own pause; its account's shows in the account's snapshot).
 	PausedUntil time.Time
-	PauseReason string
+	PauseReason PauseReason
 	// EstimateRatio is the key's learned ratio (1 when uncalibrated): what
 	// its provider counts per estimated prompt token, applied to the
 	// InputTokens and Tokens axes. A tenant nested in its account's budget
 	// reports the account's, which its calls are charged at.
 	EstimateRatio float64
 	// Margin is what the key has learned of its provider's limiter (see
-	// Margin): NoMargin before any lesson. A tenant nested in its
+	// Margin): 1 for both parts before any lesson. A tenant nested in its
 	// account's budget reports the account's.
 	Margin Margin
 	// Unreadable counts the ticket records and queue entries of a form

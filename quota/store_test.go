@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/storekit"
 )
 
 func TestReservationValidate(t *testing.T) {
@@ -66,7 +67,7 @@ func TestErrors(t *testing.T) {
 	require.EqualError(t, slot, "quota: openai/default/gpt-4o: a call takes one concurrency slot but low priority may hold 0: "+
 		"it can never run; raise the concurrency limit or lower the priority reserve")
 
-	noPolicy := quota.NoPolicyError(k)
+	noPolicy := storekit.NoPolicyError(k)
 	require.ErrorIs(t, noPolicy, quota.ErrNoPolicy)
 	require.ErrorContains(t, noPolicy, "openai/default/gpt-4o")
 

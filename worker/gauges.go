@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/storekit"
 )
 
 // Bucket-level gauges, read from Store.Snapshot at each collection.
@@ -113,7 +114,7 @@ func registerGauges(meter metric.Meter, store quota.Store, b Budgets) error {
 					o.ObserveFloat64(burst, l.Burst, attrs)
 				}
 			}
-			m := snap.Margin.OrNone()
+			m := storekit.OrNone(snap.Margin)
 			o.ObserveFloat64(margin, m.Burst, metric.WithAttributes(key, attribute.String("part", "burst")))
 			o.ObserveFloat64(margin, m.Rate, metric.WithAttributes(key, attribute.String("part", "rate")))
 			var p int64

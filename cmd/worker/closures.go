@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tollgate/tollgate/classify"
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -28,7 +27,7 @@ type closures struct {
 // closedKey names one key's closing for one reason.
 type closedKey struct {
 	key    quota.Key
-	reason string
+	reason quota.PauseReason
 }
 
 func newClosures(s quota.Store, keys []quota.Key) *closures {
@@ -41,7 +40,7 @@ func newClosures(s quota.Store, keys []quota.Key) *closures {
 func (c *closures) observe(ctx context.Context) {
 	for _, k := range c.keys {
 		snap, err := c.store.Snapshot(ctx, k)
-		if err != nil || !snap.PausedUntil.After(snap.At) || !closing(snap.PauseReason) {
+		if err != nil || !snap.PausedUntil.After(snap.At) || !snap.PauseReason.Closes() {
 			continue
 		}
 		c.mu.Lock()
@@ -87,7 +86,7 @@ func (d dailyClose) asDesigned() bool { return !d.Until.IsZero() || d.DayEnded }
 func (c *closures) daily(k quota.Key, zone *time.Location, start, end time.Time) dailyClose {
 	d := dailyClose{DayEnded: midnightBetween(start, end, zone)}
 	c.mu.Lock()
-	snap, ok := c.seen[closedKey{k, classify.DailyQuota.String()}]
+	snap, ok := c.seen[closedKey{k, quota.PauseDailyQuota}]
 	c.mu.Unlock()
 	if ok && closedUntilMidnight(snap, zone) {
 		d.Until = snap.PausedUntil.In(zone).Round(time.Second)
@@ -102,7 +101,7 @@ func (c *closures) dailyClosed(zoneOf func(quota.Key) *time.Location) int {
 	defer c.mu.Unlock()
 	n := 0
 	for cl, snap := range c.seen {
-		if cl.reason == classify.DailyQuota.String() && closedUntilMidnight(snap, zoneOf(cl.key)) {
+		if cl.reason == quota.PauseDailyQuota && closedUntilMidnight(snap, zoneOf(cl.key)) {
 			n++
 		}
 	}
@@ -123,6 +122,6 @@ func midnightBetween(start, end time.Time, zone *time.Location) bool {
 // so the pause ends within a second of it, not on the nanosecond.
 func closedUntilMidnight(snap quota.Snapshot, zone *time.Location) bool {
 	until := snap.PausedUntil.In(zone).Round(time.Second)
-	return snap.PauseReason == classify.DailyQuota.String() && until.After(snap.At) &&
+	return snap.PauseReason == quota.PauseDailyQuota && until.After(snap.At) &&
 		until.Sub(snap.At) <= 25*time.Hour && until.Hour() == 0 && until.Minute() == 0 && until.Second() == 0
 }

@@ -14,7 +14,6 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/tollgate/tollgate/activities"
-	"github.com/tollgate/tollgate/classify"
 	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/memory"
@@ -131,7 +130,7 @@ func TestGeminiVerdictAcrossMidnight(t *testing.T) {
 					now := clock.Now()
 					y, m, d := now.In(zone).Date()
 					reset := time.Date(y, m, d+1, 0, 0, 0, 0, zone)
-					require.NoError(t, store.Pause(ctx, key, reset.Sub(now), classify.DailyQuota.String()))
+					require.NoError(t, store.Pause(ctx, key, reset.Sub(now), quota.PauseDailyQuota))
 				}
 				watch.observe(ctx)
 			}

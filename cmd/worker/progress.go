@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/activities"
-	"github.com/tollgate/tollgate/classify"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
 	"github.com/tollgate/tollgate/worker"
@@ -70,7 +69,7 @@ func (v *progress) reportClosed(ctx context.Context, elapsed time.Duration) {
 			continue
 		}
 		snap, err := v.w.Store().Snapshot(ctx, k)
-		if err != nil || !snap.PausedUntil.After(snap.At) || !closing(snap.PauseReason) {
+		if err != nil || !snap.PausedUntil.After(snap.At) || !snap.PauseReason.Closes() {
 			continue
 		}
 		if v.closed == nil {
@@ -105,11 +104,6 @@ func levels(ctx context.Context, s quota.Store, k quota.Key, zone *time.Location
 	return strings.Join(parts, "  ")
 }
 
-// closing reports whether a pause reason closes a key until a reset.
-func closing(reason string) bool {
-	return reason == classify.SpendCap.String() || reason == classify.DailyQuota.String()
-}
-
 // pauseNote says whether a key is paused after a provider's 429 or closed
 // until a spend cap or daily quota resets, with when it reopens in zone
 // (where its day ends), or "" when it is open.
@@ -118,7 +112,7 @@ func pauseNote(snap quota.Snapshot, zone *time.Location) string {
 		return ""
 	}
 	left := snap.PausedUntil.Sub(snap.At).Round(time.Second)
-	if closing(snap.PauseReason) {
+	if snap.PauseReason.Closes() {
 		return fmt.Sprintf("CLOSED until %s (in %s, %s)", snap.PausedUntil.In(zone).Format("Mon 2 Jan 15:04 MST"), left, snap.PauseReason)
 	}
 	return fmt.Sprintf("paused %s (%s)", left, snap.PauseReason)

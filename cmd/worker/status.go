@@ -10,10 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tollgate/tollgate/classify"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/memory"
 	"github.com/tollgate/tollgate/quota/redis"
+	"github.com/tollgate/tollgate/quota/storekit"
 )
 
 // statusTimeout bounds how long status waits for Redis to answer before it
@@ -149,7 +149,7 @@ func statusNote(snap quota.Snapshot) string {
 // marginNote says what the key learned of its provider's limiter, when it
 // learned anything: the shares of its bursts and rates it now uses.
 func marginNote(m quota.Margin) string {
-	if m.OrNone() == quota.NoMargin {
+	if storekit.OrNone(m) == storekit.NoMargin {
 		return ""
 	}
 	return fmt.Sprintf("margin: burst ×%.2f, rate ×%.3f (learned from the provider's 429s)", m.Burst, m.Rate)
@@ -161,8 +161,7 @@ func pausedNote(snap quota.Snapshot) string {
 		return ""
 	}
 	left := snap.PausedUntil.Sub(snap.At).Round(time.Second)
-	switch snap.PauseReason {
-	case classify.SpendCap.String(), classify.DailyQuota.String():
+	if snap.PauseReason.Closes() {
 		return fmt.Sprintf("closed until %s, in %s (%s)", snap.PausedUntil.UTC().Format(time.RFC3339), left, snap.PauseReason)
 	}
 	return fmt.Sprintf("paused %s (%s)", left, snap.PauseReason)

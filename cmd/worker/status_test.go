@@ -106,7 +106,7 @@ func TestStatusShowsAGeminiKeyClosedUntilMidnightPacific(t *testing.T) {
 	y, m, d := time.Now().In(la).Date()
 	midnight := time.Date(y, m, d+1, 0, 0, 0, 0, la)
 	key := quota.Key{Provider: "gemini", Model: simGemini}
-	require.NoError(t, fleet.Pause(context.Background(), key, time.Until(midnight), "daily_quota"))
+	require.NoError(t, fleet.Pause(context.Background(), key, time.Until(midnight), quota.PauseDailyQuota))
 
 	var out bytes.Buffer
 	require.NoError(t, status(context.Background(), config{Config: worker.Config{RedisURL: srv.URL()}}, &out, quietLogger()))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/memory"
+	"github.com/tollgate/tollgate/quota/storekit"
 )
 
 // Defaults for Options' zero fields.
@@ -204,7 +205,7 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 		return quota.Decision{}, err
 	}
 	if _, _, ok := s.ps.Lookup(r.Key); !ok {
-		return quota.Decision{}, quota.NoPolicyError(r.Key)
+		return quota.Decision{}, storekit.NoPolicyError(r.Key)
 	}
 	switch s.mode {
 	case Open:
@@ -292,7 +293,7 @@ func (s *Store) Renew(ctx context.Context, key quota.Key, ticket string, ttl tim
 	if err := key.Validate(); err != nil {
 		return 0, err
 	}
-	if err := quota.ValidateRenewal(ticket, ttl); err != nil {
+	if err := storekit.ValidateRenewal(ticket, ttl); err != nil {
 		return 0, err
 	}
 	if err := s.lookup(key); err != nil {
@@ -317,7 +318,7 @@ func (s *Store) Renew(ctx context.Context, key quota.Key, ticket string, ttl tim
 
 // Pause implements quota.Store. While degraded the Local store is paused
 // instead; Closed and Open drop the pause.
-func (s *Store) Pause(ctx context.Context, key quota.Key, d time.Duration, reason string) error {
+func (s *Store) Pause(ctx context.Context, key quota.Key, d time.Duration, reason quota.PauseReason) error {
 	return s.toEither(ctx, func() error { return s.primary.Pause(ctx, key, d, reason) },
 		func() error { return s.local.Pause(ctx, key, d, reason) })
 }
@@ -367,11 +368,11 @@ func (s *Store) metered(k quota.Key) quota.Key {
 	return k
 }
 
-// lookup returns quota.NoPolicyError for a key without a policy, as every
+// lookup returns storekit.NoPolicyError for a key without a policy, as every
 // store does, whether or not the primary answers.
 func (s *Store) lookup(k quota.Key) error {
 	if _, _, ok := s.ps.Lookup(k); !ok {
-		return quota.NoPolicyError(k)
+		return storekit.NoPolicyError(k)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/storekit"
 )
 
 // maxCapacity mirrors the largest capacity quota.Limit accepts (2^50), so an
@@ -32,7 +33,7 @@ type bucket struct {
 
 func newBucket(l quota.Limit, capacity int64) bucket {
 	b := bucket{axis: l.Axis, limit: l, capacity: capacity}
-	b.burst, b.rate = l.Gate(capacity, quota.NoMargin)
+	b.burst, b.rate = storekit.Gate(l, capacity, storekit.NoMargin)
 	return b
 }
 
@@ -77,7 +78,7 @@ func (b *bucket) resize(now time.Time, capacity int64, m quota.Margin) {
 	}
 	l := b.level(now)
 	b.capacity = capacity
-	b.burst, b.rate = b.limit.Gate(capacity, m)
+	b.burst, b.rate = storekit.Gate(b.limit, capacity, m)
 	b.set(now, math.Min(l, b.burst))
 }
 
@@ -86,7 +87,7 @@ func (b *bucket) resize(now time.Time, capacity int64, m quota.Margin) {
 // calls after it wait for, so it moves by as much as the burst does (a
 // smaller burst must not let a call larger than it go sooner).
 func (b *bucket) setMargin(now time.Time, m quota.Margin) {
-	burst, rate := b.limit.Gate(b.capacity, m)
+	burst, rate := storekit.Gate(b.limit, b.capacity, m)
 	if !b.at.IsZero() {
 		b.set(now, math.Min(b.level(now)+burst-b.burst, burst))
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/storekit"
 )
 
 // gate is a bucket's start gate (see quota's burst.go): a level charged
@@ -150,18 +151,18 @@ func (ks *keyState) setMargin(now time.Time, m quota.Margin) {
 // pausing reason for d from now: the margin is cut unless a pause is in
 // force already (the 429s of one burst are one lesson). ks is a tree's
 // root.
-func (ks *keyState) lesson(now time.Time, reason string) {
-	if reason != quota.RateLimitedPause || ks.paused(now) {
+func (ks *keyState) lesson(now time.Time, reason quota.PauseReason) {
+	if reason != quota.PauseRateLimited || ks.paused(now) {
 		return
 	}
-	ks.setMargin(now, ks.margin.Cut())
+	ks.setMargin(now, storekit.Cut(ks.margin))
 }
 
 // gain credits the budget with a call that went well: its settlement
 // counted the provider's usage. ks is a tree's root.
 func (ks *keyState) gain(now time.Time, st quota.Settlement) {
-	if !st.Counted || ks.margin == (quota.Margin{}) || ks.margin == quota.NoMargin {
+	if !st.Counted || ks.margin == (quota.Margin{}) || ks.margin == storekit.NoMargin {
 		return
 	}
-	ks.setMargin(now, ks.margin.Gain())
+	ks.setMargin(now, storekit.Gain(ks.margin))
 }

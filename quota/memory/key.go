@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/storekit"
 )
 
 // keyState is one budget: the levels of a key with a policy. Its fields are
@@ -26,11 +27,11 @@ type keyState struct {
 	leases []int32
 
 	pausedUntil time.Time
-	pauseReason string
+	pauseReason quota.PauseReason
 
 	// ratio is the budget's learned estimate ratio (quota.Calibration),
 	// learned and applied at a tree's root only.
-	ratio quota.Ratio
+	ratio storekit.Ratio
 	// margin is what the budget learned of its provider's limiter
 	// (quota.Margin), learned and applied at a tree's root only, as are
 	// its buckets' start gates: a provider meters the account.
@@ -206,7 +207,7 @@ func (ks *keyState) overrun(now time.Time, actual, charged quota.Cost) {
 func (ks *keyState) paused(now time.Time) bool { return ks.pausedUntil.After(now) }
 
 // pause extends the budget's pause to d from now.
-func (ks *keyState) pause(now time.Time, d time.Duration, reason string) {
+func (ks *keyState) pause(now time.Time, d time.Duration, reason quota.PauseReason) {
 	until := now.Add(d)
 	if d <= 0 || !until.After(ks.pausedUntil) {
 		return

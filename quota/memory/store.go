@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/storekit"
 )
 
 // Options configures a Store. The zero value is ready to use.
@@ -65,7 +66,7 @@ func New(ps quota.Policies, opts Options) (*Store, error) {
 func (s *Store) scope(k quota.Key) (scope, error) {
 	b, _, ok := s.ps.Lookup(k)
 	if !ok {
-		return scope{}, quota.NoPolicyError(k)
+		return scope{}, storekit.NoPolicyError(k)
 	}
 	ks := s.keys[b]
 	if ks.tree.root != ks {
@@ -155,7 +156,7 @@ func (s *Store) Cancel(_ context.Context, key quota.Key, ticket string) error {
 // long it now has left. It returns quota.ErrUnknownTicket (wrapped) when the
 // ticket is not held as granted.
 func (s *Store) Renew(_ context.Context, key quota.Key, ticket string, ttl time.Duration) (time.Duration, error) {
-	if err := quota.ValidateRenewal(ticket, ttl); err != nil {
+	if err := storekit.ValidateRenewal(ticket, ttl); err != nil {
 		return 0, err
 	}
 	sc, err := s.lookup(key)
@@ -179,7 +180,10 @@ func (s *Store) Renew(_ context.Context, key quota.Key, ticket string, ttl time.
 // Pause refuses new tickets on key's budget for d from now, with reason,
 // extending (never shortening) a pause in force; an account's pause stops
 // the tenants nested in it too. A d of zero or less does nothing.
-func (s *Store) Pause(_ context.Context, key quota.Key, d time.Duration, reason string) error {
+func (s *Store) Pause(_ context.Context, key quota.Key, d time.Duration, reason quota.PauseReason) error {
+	if err := reason.Validate(); err != nil {
+		return err
+	}
 	sc, err := s.lookup(key)
 	if err != nil {
 		return err
@@ -199,7 +203,7 @@ func (s *Store) Pause(_ context.Context, key quota.Key, d time.Duration, reason 
 // An observation of an invalid axis is an *quota.InvalidError and nothing
 // is changed.
 func (s *Store) Observe(_ context.Context, key quota.Key, obs []quota.Observation) error {
-	if err := quota.ValidateObservations(obs); err != nil {
+	if err := storekit.ValidateObservations(obs); err != nil {
 		return err
 	}
 	sc, err := s.lookup(key)
@@ -228,7 +232,7 @@ func (s *Store) Snapshot(_ context.Context, key quota.Key) (quota.Snapshot, erro
 	tr.sweep(now)
 	snap := sc.target().snapshot(now)
 	snap.EstimateRatio = sc.root.estimateRatio(now)
-	snap.Margin = sc.root.margin.OrNone()
+	snap.Margin = storekit.OrNone(sc.root.margin)
 	snap.Line = tr.tenants(sc.tenant, sc.own == nil)
 	return snap, nil
 }

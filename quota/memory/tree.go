@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/storekit"
 )
 
 // tree is an account's budget and the budgets of the tenants nested in it
@@ -121,7 +122,7 @@ func (tr *tree) reserve(now time.Time, sc scope, r quota.Reservation, weight flo
 func (tr *tree) held(now time.Time, sc scope, k quota.Key, id string) (int32, bool, error) {
 	slot, ok := tr.live(now, id)
 	if ok && tr.tickets.slab[slot].tenant != sc.tenant {
-		return 0, false, quota.WrongTenantError(k, id, tr.tickets.slab[slot].tenant)
+		return 0, false, storekit.WrongTenantError(k, id, tr.tickets.slab[slot].tenant)
 	}
 	return slot, ok, nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/storekit"
 )
 
 // expectStart reserves and requires a grant whose call starts in start.
@@ -84,7 +85,7 @@ func testLateStart(t *testing.T, s suite) {
 	e.expectStart(0, "a", reqs(1))
 	e.expect(queued(time.Second, rq), "b", reqs(1))
 	e.expect(queued(2*time.Second, rq), "c", reqs(1))
-	e.pause(2500*time.Millisecond, "provider overloaded")
+	e.pause(2500*time.Millisecond, quota.PauseOverloaded)
 	e.clock.Advance(2500 * time.Millisecond) // 2.5s: the pause is over
 	e.expectStart(0, "b", quota.Cost{})
 	e.expectStart(time.Second, "c", quota.Cost{})             // to start at 3.5s
@@ -101,30 +102,30 @@ func testLateStart(t *testing.T, s suite) {
 // overloads teach nothing; calls settled with their usage earn it back.
 func testMargin(t *testing.T, s suite) {
 	e := s.setup(t, "margin", quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 600), quota.PerMinute(tk, 60000)}})
-	require.Equal(t, quota.NoMargin, e.snapshot().Margin)
-	e.pause(time.Hour, "spend_cap")
-	e.pause(time.Hour, "daily_quota")
-	require.Equal(t, quota.NoMargin, e.snapshot().Margin, "a closed key teaches nothing")
+	require.Equal(t, storekit.NoMargin, e.snapshot().Margin)
+	e.pause(time.Hour, quota.PauseSpendCap)
+	e.pause(time.Hour, quota.PauseDailyQuota)
+	require.Equal(t, storekit.NoMargin, e.snapshot().Margin, "a closed key teaches nothing")
 	e.clock.Advance(2 * time.Hour)
-	e.pause(time.Second, "provider overloaded")
-	require.Equal(t, quota.NoMargin, e.snapshot().Margin, "an overload is not our model's fault")
+	e.pause(time.Second, quota.PauseOverloaded)
+	require.Equal(t, storekit.NoMargin, e.snapshot().Margin, "an overload is not our model's fault")
 	e.clock.Advance(2 * time.Second)
 
-	e.pause(time.Second, quota.RateLimitedPause)
-	cut := quota.NoMargin.Cut()
+	e.pause(time.Second, quota.PauseRateLimited)
+	cut := storekit.Cut(storekit.NoMargin)
 	require.Equal(t, cut, e.snapshot().Margin)
-	e.pause(time.Second, quota.RateLimitedPause) // the same burst's next 429
+	e.pause(time.Second, quota.PauseRateLimited) // the same burst's next 429
 	require.Equal(t, cut, e.snapshot().Margin, "one lesson per pause")
 	require.InDelta(t, 10*cut.Burst, e.axis(rq).Burst, LevelDelta, "a second of 600/min, cut")
 
 	e.clock.Advance(2 * time.Second)
 	for range 20 {
-		e.pause(time.Millisecond, quota.RateLimitedPause)
+		e.pause(time.Millisecond, quota.PauseRateLimited)
 		e.clock.Advance(2 * time.Millisecond)
 	}
 	m := e.snapshot().Margin
-	require.InDelta(t, quota.MinBurstMargin, m.Burst, 1e-9, "bounded below")
-	require.InDelta(t, quota.MinRateMargin, m.Rate, 1e-9, "bounded below")
+	require.InDelta(t, storekit.MinBurstMargin, m.Burst, 1e-9, "bounded below")
+	require.InDelta(t, storekit.MinRateMargin, m.Rate, 1e-9, "bounded below")
 
 	// Settled calls whose usage was counted earn it back, a little each.
 	e.clock.Advance(time.Second)
@@ -132,8 +133,8 @@ func testMargin(t *testing.T, s suite) {
 	require.Equal(t, quota.Granted, d.Outcome)
 	require.NoError(t, e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "a", Actual: quota.Cost{Requests: 1, Tokens: 10}, Counted: true}))
 	got := e.snapshot().Margin
-	require.InDelta(t, m.Burst+quota.BurstGain, got.Burst, 1e-9)
-	require.InDelta(t, m.Rate+quota.RateGain, got.Rate, 1e-9)
+	require.InDelta(t, m.Burst+storekit.BurstGain, got.Burst, 1e-9)
+	require.InDelta(t, m.Rate+storekit.RateGain, got.Rate, 1e-9)
 	e.clock.Advance(time.Second)
 	d = e.reserve("b", quota.Cost{Requests: 1, Tokens: 10})
 	require.Equal(t, quota.Granted, d.Outcome)
@@ -146,7 +147,7 @@ func testMargin(t *testing.T, s suite) {
 	// refilled at 98 a second; 50 more after the debt of 950 → 1000/98 s.
 	g := s.setup(t, "margin-debt", quota.Policy{Limits: []quota.Limit{quota.PerMinute(tk, 6000)}})
 	g.expect(granted, "a", tokens(1000))
-	g.pause(time.Millisecond, quota.RateLimitedPause)
+	g.pause(time.Millisecond, quota.PauseRateLimited)
 	g.clock.Advance(time.Millisecond)                             // the pause ends; 0.098 refilled
 	g.expect(queued(10203*time.Millisecond, tk), "b", tokens(50)) // (1000 - 0.098)/98 s
 
@@ -155,7 +156,7 @@ func testMargin(t *testing.T, s suite) {
 	// second. Three go at once; the fourth waits for the 0.25 it lacks.
 	f := s.setup(t, "margin-rate", quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 60).WithBurst(time.Minute)}})
 	for range 30 {
-		f.pause(time.Millisecond, quota.RateLimitedPause)
+		f.pause(time.Millisecond, quota.PauseRateLimited)
 		f.clock.Advance(2 * time.Millisecond)
 	}
 	for _, id := range []string{"a", "b", "c"} {

@@ -80,7 +80,8 @@ func testInvalidInput(t *testing.T, s suite) {
 		{"renew empty ticket", func() error { _, err := st.Renew(ctx, k, "", 0); return err }, "ticket"},
 		{"renew negative ttl", func() error { _, err := st.Renew(ctx, k, "t", -time.Second); return err }, "ttl"},
 		{"renew empty key", func() error { _, err := st.Renew(ctx, noModel, "t", 0); return err }, "key.model"},
-		{"pause empty key", func() error { return st.Pause(ctx, noProvider, time.Minute, "x") }, "key.provider"},
+		{"pause empty key", func() error { return st.Pause(ctx, noProvider, time.Minute, quota.PauseOverloaded) }, "key.provider"},
+		{"pause unknown reason", func() error { return st.Pause(ctx, k, time.Minute, "too many requests") }, "reason"},
 		{"observe unknown axis", func() error {
 			return st.Observe(ctx, k, []quota.Observation{{Axis: 42, Limit: -1, Remaining: 0}})
 		}, "observation.axis"},
@@ -143,7 +144,7 @@ func testNoPolicy(t *testing.T, s suite) {
 			return err
 		}},
 		{"pause", func(ctx context.Context, k quota.Key) error {
-			return st.Pause(ctx, k, time.Minute, "x")
+			return st.Pause(ctx, k, time.Minute, quota.PauseOverloaded)
 		}},
 		{"observe", func(ctx context.Context, k quota.Key) error {
 			return st.Observe(ctx, k, []quota.Observation{{Axis: rq, Limit: -1, Remaining: 0}})

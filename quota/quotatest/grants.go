@@ -148,8 +148,8 @@ func testPlace(t *testing.T, s suite) {
 	e.expect(leased(t0.Add(22*time.Second)), "p2", reqs(1)) // charged afresh
 	e.level(rq, 0)
 
-	e.pause(time.Second, "rate limited")
-	place("p3", paused(quota.Refused, time.Second, "rate limited"))
+	e.pause(time.Second, quota.PauseOverloaded)
+	place("p3", paused(quota.Refused, time.Second, quota.PauseOverloaded))
 
 	// A claimed place waiting for a slot lives on past its own TTL.
 	f := s.setup(t, "place-claimed", quota.Policy{

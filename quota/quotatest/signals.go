@@ -20,32 +20,32 @@ func testPause(t *testing.T, s suite) {
 	e.expect(queued(2*time.Second, rq), "c", reqs(1))
 	e.level(rq, -2)
 
-	e.pause(1500*time.Millisecond, "rate limited")
-	e.expect(paused(quota.Refused, 1500*time.Millisecond, "rate limited"), "d", reqs(1))
+	e.pause(1500*time.Millisecond, quota.PauseOverloaded)
+	e.expect(paused(quota.Refused, 1500*time.Millisecond, quota.PauseOverloaded), "d", reqs(1))
 	e.level(rq, -2) // the refusal charged nothing
-	e.expect(paused(quota.Queued, 1500*time.Millisecond, "rate limited"), "b", reqs(1))
+	e.expect(paused(quota.Queued, 1500*time.Millisecond, quota.PauseOverloaded), "b", reqs(1))
 	e.expect(queued(2*time.Second, rq), "c", reqs(1)) // matures after the pause ends
 	// a was granted before the pause: reserving under it again (its call
 	// has not run, or must run again) waits the pause out, charging nothing.
-	e.expect(paused(quota.Queued, 1500*time.Millisecond, "rate limited"), "a", reqs(1))
+	e.expect(paused(quota.Queued, 1500*time.Millisecond, quota.PauseOverloaded), "a", reqs(1))
 	e.level(rq, -2)
 
-	e.pause(time.Second, "shorter")
-	e.expect(paused(quota.Refused, 1500*time.Millisecond, "rate limited"), "d", reqs(1))
-	e.pause(-time.Second, "in the past")
-	e.pause(0, "now")
-	e.expect(paused(quota.Refused, 1500*time.Millisecond, "rate limited"), "d", reqs(1))
+	e.pause(time.Second, quota.PauseOverloaded)
+	e.expect(paused(quota.Refused, 1500*time.Millisecond, quota.PauseOverloaded), "d", reqs(1))
+	e.pause(-time.Second, quota.PauseOverloaded)
+	e.pause(0, quota.PauseOverloaded)
+	e.expect(paused(quota.Refused, 1500*time.Millisecond, quota.PauseOverloaded), "d", reqs(1))
 
-	e.pause(3*time.Second, "overloaded")
-	e.expect(paused(quota.Refused, 3*time.Second, "overloaded"), "d", reqs(1))
-	e.expect(paused(quota.Queued, 3*time.Second, "overloaded"), "c", reqs(1))
-	e.expect(paused(quota.Queued, 3*time.Second, "overloaded"), "a", reqs(1))
+	e.pause(3*time.Second, quota.PauseOverloaded)
+	e.expect(paused(quota.Refused, 3*time.Second, quota.PauseOverloaded), "d", reqs(1))
+	e.expect(paused(quota.Queued, 3*time.Second, quota.PauseOverloaded), "c", reqs(1))
+	e.expect(paused(quota.Queued, 3*time.Second, quota.PauseOverloaded), "a", reqs(1))
 	snap := e.snapshot()
 	requireTime(t, start().Add(3*time.Second), snap.PausedUntil, "paused until")
-	require.Equal(t, "overloaded", snap.PauseReason)
+	require.Equal(t, quota.PauseOverloaded, snap.PauseReason)
 
 	e.clock.Advance(time.Second)
-	e.expect(paused(quota.Queued, 2*time.Second, "overloaded"), "b", reqs(1))
+	e.expect(paused(quota.Queued, 2*time.Second, quota.PauseOverloaded), "b", reqs(1))
 
 	// 3s: the pause is over. The calls it held are released at the pace of
 	// the start gate, a second apart, not together; the line waits behind

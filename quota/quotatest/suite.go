@@ -166,7 +166,7 @@ func (e *env) cancel(ticket string) {
 	require.NoError(e.t, e.store.Cancel(e.ctx, e.key, ticket), "Cancel(%s)", ticket)
 }
 
-func (e *env) pause(d time.Duration, reason string) {
+func (e *env) pause(d time.Duration, reason quota.PauseReason) {
 	e.t.Helper()
 	require.NoError(e.t, e.store.Pause(e.ctx, e.key, d, reason))
 }
@@ -259,7 +259,7 @@ func refused(wait time.Duration, reason quota.Reason, axis quota.Axis) quota.Dec
 	return quota.Decision{Outcome: quota.Refused, Wait: wait, Reason: reason, Axis: axis}
 }
 
-func paused(o quota.Outcome, wait time.Duration, why string) quota.Decision {
+func paused(o quota.Outcome, wait time.Duration, why quota.PauseReason) quota.Decision {
 	return quota.Decision{Outcome: o, Wait: wait, Reason: quota.Paused, PauseReason: why}
 }
 

@@ -162,23 +162,23 @@ func testNestedPause(t *testing.T, s suite) {
 	a, b, c := e.on("a"), e.on("b"), e.on("c") // c has no policy
 	a.expect(granted, "a1", reqs(1))
 
-	e.pause(10*time.Second, "rate limited")
+	e.pause(10*time.Second, quota.PauseOverloaded)
 	for _, x := range []*env{e, a, b, c} {
-		x.expect(paused(quota.Refused, 10*time.Second, "rate limited"), "p-"+x.key.Tenant, reqs(1))
+		x.expect(paused(quota.Refused, 10*time.Second, quota.PauseOverloaded), "p-"+x.key.Tenant, reqs(1))
 	}
 	// a1 was granted before the pause: asked again, it waits it out.
-	a.expect(paused(quota.Queued, 10*time.Second, "rate limited"), "a1", reqs(1))
+	a.expect(paused(quota.Queued, 10*time.Second, quota.PauseOverloaded), "a1", reqs(1))
 	require.True(t, a.snapshot().PausedUntil.IsZero(), "a's own budget is not paused")
 	requireTime(t, start().Add(10*time.Second), e.snapshot().PausedUntil, "the account's is")
 
-	a.pause(30*time.Second, "tenant a over budget")
-	a.expect(paused(quota.Refused, 30*time.Second, "tenant a over budget"), "a2", reqs(1))
+	a.pause(30*time.Second, quota.PauseOverloaded)
+	a.expect(paused(quota.Refused, 30*time.Second, quota.PauseOverloaded), "a2", reqs(1))
 	e.clock.Advance(10 * time.Second)
 	e.expect(granted, "u1", reqs(1))
 	b.expect(granted, "b1", reqs(1))
 	c.expect(granted, "c1", reqs(1))
-	a.expect(paused(quota.Refused, 20*time.Second, "tenant a over budget"), "a2", reqs(1))
-	a.expect(paused(quota.Queued, 20*time.Second, "tenant a over budget"), "a1", reqs(1))
+	a.expect(paused(quota.Refused, 20*time.Second, quota.PauseOverloaded), "a2", reqs(1))
+	a.expect(paused(quota.Queued, 20*time.Second, quota.PauseOverloaded), "a1", reqs(1))
 	e.clock.Advance(20 * time.Second)
 	a.expect(granted, "a1", reqs(1)) // its place, charged once
 	a.expect(granted, "a2", reqs(1))

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/storekit"
 )
 
 // The Store's clock, its conversions of the scripts' numbers, and its
@@ -33,7 +34,7 @@ func epochName() string {
 func (s *Store) lookup(k quota.Key) (*keyState, error) {
 	bucket, _, ok := s.ps.Lookup(k)
 	if !ok {
-		return nil, quota.NoPolicyError(k)
+		return nil, storekit.NoPolicyError(k)
 	}
 	return s.keys[bucket], nil
 }

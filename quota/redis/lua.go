@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/internal/tune"
+	"github.com/tollgate/tollgate/quota/storekit"
 )
 
 // The Store's operations are Lua scripts, one per operation, each made of
@@ -48,16 +49,16 @@ var constants = []struct {
 	{"FORMAT", strconv.Itoa(formatVersion)},
 	{"LEASE_RETRY", quota.DefaultLeaseRetry.Microseconds()},
 	{"MIN_WAIT", time.Millisecond.Microseconds()}, // the shortest wait a full concurrency limit suggests
-	{"EPSILON", 1e-9},                                          // units: float noise, not a deficit
-	{"TICKET_GRACE", time.Hour.Milliseconds()},                 // ms a record outlives its own expiry
-	{"SWEEP", tune.Sweep},                                      // lapsed queued tickets refunded per call
-	{"EXACT", int64(1) << 53},                                  // doubles below it are exact integers
-	{"FINISH_PRUNE", 64},                                       // tenants' tags a line keeps before it drops stale ones
-	{"PLACEHOLDER", "\x00lost "},                               // a placeholder lease's name, before its expiry and number
-	{"RATIO_FALL", tune.RatioFall},                             // quota.Ratio.Learn
-	{"BURST_CUT", quota.BurstCut}, {"RATE_CUT", quota.RateCut}, // quota.Margin.Cut
-	{"MIN_BURST_MARGIN", quota.MinBurstMargin}, {"MIN_RATE_MARGIN", quota.MinRateMargin},
-	{"BURST_GAIN", quota.BurstGain}, {"RATE_GAIN", quota.RateGain}, // quota.Margin.Gain
+	{"EPSILON", 1e-9},                                                // units: float noise, not a deficit
+	{"TICKET_GRACE", time.Hour.Milliseconds()},                       // ms a record outlives its own expiry
+	{"SWEEP", tune.Sweep},                                            // lapsed queued tickets refunded per call
+	{"EXACT", int64(1) << 53},                                        // doubles below it are exact integers
+	{"FINISH_PRUNE", 64},                                             // tenants' tags a line keeps before it drops stale ones
+	{"PLACEHOLDER", "\x00lost "},                                     // a placeholder lease's name, before its expiry and number
+	{"RATIO_FALL", tune.RatioFall},                                   // storekit.Ratio.Learn
+	{"BURST_CUT", storekit.BurstCut}, {"RATE_CUT", storekit.RateCut}, // quota.Margin.Cut
+	{"MIN_BURST_MARGIN", storekit.MinBurstMargin}, {"MIN_RATE_MARGIN", storekit.MinRateMargin},
+	{"BURST_GAIN", storekit.BurstGain}, {"RATE_GAIN", storekit.RateGain}, // quota.Margin.Gain
 }
 
 // A luaScript is one operation's script, with where each part begins in it,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/redis"
+	"github.com/tollgate/tollgate/quota/storekit"
 	"github.com/tollgate/tollgate/testsuite/redistest"
 )
 
@@ -24,8 +25,8 @@ func TestMarginIsSharedAndKept(t *testing.T) {
 	stores := storesOn(t, srv, ps, 2)
 	ctx := context.Background()
 
-	require.NoError(t, stores[0].Pause(ctx, k, time.Millisecond, quota.RateLimitedPause))
-	cut := quota.NoMargin.Cut()
+	require.NoError(t, stores[0].Pause(ctx, k, time.Millisecond, quota.PauseRateLimited))
+	cut := storekit.Cut(storekit.NoMargin)
 	snap, err := stores[1].Snapshot(ctx, k)
 	require.NoError(t, err)
 	require.Equal(t, cut, snap.Margin, "the other replica sees the lesson")

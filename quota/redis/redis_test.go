@@ -202,7 +202,7 @@ func TestUnavailable(t *testing.T) {
 		},
 		"settle": func() error { return s.Settle(ctx, quota.Settlement{Key: gpt4o, Ticket: "t", Actual: quota.Cost{}}) },
 		"cancel": func() error { return s.Cancel(ctx, gpt4o, "t") },
-		"pause":  func() error { return s.Pause(ctx, gpt4o, time.Minute, "x") },
+		"pause":  func() error { return s.Pause(ctx, gpt4o, time.Minute, quota.PauseOverloaded) },
 		"observe": func() error {
 			return s.Observe(ctx, gpt4o, []quota.Observation{{Axis: quota.Requests, Limit: -1, Remaining: 1}})
 		},

@@ -17,7 +17,7 @@ type reserveReply struct {
 	wait        float64 // µs; for a grant, until its start
 	reason      quota.Reason
 	axis        quota.Axis
-	pauseReason string
+	pauseReason quota.PauseReason
 	leased      bool
 	leaseExpiry float64 // µs, when leased
 	now         float64 // µs
@@ -40,7 +40,7 @@ type oversizeReply struct {
 type snapshotReply struct {
 	now, pausedUntil float64
 	paused           bool
-	pauseReason      string
+	pauseReason      quota.PauseReason
 	ratio            float64
 	margin           quota.Margin
 	unreadable       int64
@@ -143,7 +143,7 @@ func decodeReserve(op string, res []any, budgets, windows int) (reserveReply, er
 	d.wait = r.float("wait")
 	d.reason = quota.Reason(r.int("reason"))
 	d.axis = quota.Axis(r.int("axis"))
-	d.pauseReason = r.string("pause reason")
+	d.pauseReason = quota.PauseReason(r.string("pause reason"))
 	d.leaseExpiry, d.leased = r.optional("lease expiry")
 	d.now = r.float("now")
 	d.charged = r.cost("charged")
@@ -178,7 +178,7 @@ func decodeSnapshot(op string, res []any, axes int) (snapshotReply, error) {
 	var s snapshotReply
 	s.now = r.float("now")
 	s.pausedUntil, s.paused = r.optional("paused until")
-	s.pauseReason = r.string("pause reason")
+	s.pauseReason = quota.PauseReason(r.string("pause reason"))
 	s.ratio = r.float("estimate ratio")
 	s.margin = quota.Margin{Burst: r.float("margin burst"), Rate: r.float("margin rate")}
 	s.unreadable = r.int("unreadable")

@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/storekit"
 )
 
 // Client is the part of a go-redis client the Store uses: running scripts.
@@ -153,7 +154,7 @@ func (s *Store) decision(ks *keyState, res []any, local time.Time, r quota.Reser
 		return quota.Decision{}, &quota.OversizeError{Key: k, Axis: o.axis, Cost: o.cost, Capacity: o.capacity, Priority: r.Priority}
 	}
 	if tenant, ok := tenantOf(res); ok {
-		return quota.Decision{}, quota.WrongTenantError(r.Key, r.Ticket, tenant)
+		return quota.Decision{}, storekit.WrongTenantError(r.Key, r.Ticket, tenant)
 	}
 	rep, err := decodeReserve(op, res, len(ks.views), len(ks.zones))
 	if err != nil {
@@ -211,7 +212,7 @@ func (s *Store) Settle(ctx context.Context, st quota.Settlement) error {
 		return s.fail("settle", ks.key, settleScript, err)
 	}
 	if tenant, ok := tenantOf(res); ok {
-		return quota.WrongTenantError(st.Key, st.Ticket, tenant)
+		return storekit.WrongTenantError(st.Key, st.Ticket, tenant)
 	}
 	s.granted.done(ks, st.Ticket)
 	switch res {
@@ -242,7 +243,7 @@ func (s *Store) Cancel(ctx context.Context, key quota.Key, ticket string) error 
 		return s.fail("cancel", ks.key, cancelScript, err)
 	}
 	if tenant, ok := tenantOf(res); ok {
-		return quota.WrongTenantError(key, ticket, tenant)
+		return storekit.WrongTenantError(key, ticket, tenant)
 	}
 	s.granted.done(ks, ticket)
 	return nil
@@ -254,7 +255,7 @@ func (s *Store) Renew(ctx context.Context, key quota.Key, ticket string, ttl tim
 	if err := key.Validate(); err != nil {
 		return 0, err
 	}
-	if err := quota.ValidateRenewal(ticket, ttl); err != nil {
+	if err := storekit.ValidateRenewal(ticket, ttl); err != nil {
 		return 0, err
 	}
 	ks, err := s.lookup(key)
@@ -269,7 +270,7 @@ func (s *Store) Renew(ctx context.Context, key quota.Key, ticket string, ttl tim
 		return 0, s.fail("renew", ks.key, renewScript, err)
 	}
 	if tenant, ok := tenantOf(res); ok {
-		return 0, quota.WrongTenantError(key, ticket, tenant)
+		return 0, storekit.WrongTenantError(key, ticket, tenant)
 	}
 	left, ok := res.(string)
 	if !ok {
@@ -287,8 +288,11 @@ func (s *Store) Renew(ctx context.Context, key quota.Key, ticket string, ttl tim
 }
 
 // Pause implements quota.Store: the script adds d to Redis TIME.
-func (s *Store) Pause(ctx context.Context, key quota.Key, d time.Duration, reason string) error {
+func (s *Store) Pause(ctx context.Context, key quota.Key, d time.Duration, reason quota.PauseReason) error {
 	if err := key.Validate(); err != nil {
+		return err
+	}
+	if err := reason.Validate(); err != nil {
 		return err
 	}
 	ks, err := s.lookup(key)
@@ -300,10 +304,10 @@ func (s *Store) Pause(ctx context.Context, key quota.Key, d time.Duration, reaso
 	}
 	nowArg, local := s.now()
 	var lesson any = "0"
-	if reason == quota.RateLimitedPause {
+	if reason == quota.PauseRateLimited {
 		lesson = "1"
 	}
-	args := append(ks.args(nowArg, key.Tenant, "1", local, 3), micros(d), reason, lesson)
+	args := append(ks.args(nowArg, key.Tenant, "1", local, 3), micros(d), string(reason), lesson)
 	if err := pauseScript.Run(ctx, s.rdb, ks.keys(""), args...).Err(); err != nil {
 		return s.fail("pause", ks.key, pauseScript, err)
 	}
@@ -315,7 +319,7 @@ func (s *Store) Observe(ctx context.Context, key quota.Key, obs []quota.Observat
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	if err := quota.ValidateObservations(obs); err != nil {
+	if err := storekit.ValidateObservations(obs); err != nil {
 		return err
 	}
 	ks, err := s.lookup(key)

@@ -3,7 +3,7 @@
 package tune
 
 // RatioFall is the share of the way down to a lower sample a learned
-// estimate ratio takes per sample (quota.Ratio.Learn): 1 → 0.7 is within
+// estimate ratio takes per sample (storekit.Ratio.Learn): 1 → 0.7 is within
 // 1 % in 6 calls. Lower means fewer 429s from a key whose prompts
 // alternate between sparse and dense text, and more goodput lost while a
 // key that was charged high learns it was.

@@ -1,0 +1,55 @@
+package storekit
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+// ValidateRenewal reports an error for a ticket quota.ValidateTicket
+// rejects or a negative ttl, or nil.
+func ValidateRenewal(ticket string, ttl time.Duration) error {
+	if err := quota.ValidateTicket(ticket); err != nil {
+		return err
+	}
+	if ttl < 0 {
+		return invalid("ttl", ttl.String(), "is negative", "use 0 for the policy's LeaseTTL or a positive duration")
+	}
+	return nil
+}
+
+// ValidateObservations reports a *quota.InvalidError for the first
+// observation of an unknown axis, or nil.
+func ValidateObservations(obs []quota.Observation) error {
+	for _, o := range obs {
+		if err := o.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NoPolicyError wraps quota.ErrNoPolicy with the key.
+func NoPolicyError(k quota.Key) error {
+	return fmt.Errorf("%w %s: add a policy for it or leave it ungoverned", quota.ErrNoPolicy, k)
+}
+
+// WrongTenantError reports a ticket used under key whose tenant is not the
+// one it was reserved under (held): the tickets of an account and of its
+// tenants share one namespace, and a ticket belongs to one of them.
+func WrongTenantError(key quota.Key, ticket, held string) *quota.InvalidError {
+	name := func(t string) string {
+		if t == "" {
+			return "no tenant"
+		}
+		return "tenant " + strconv.Quote(t)
+	}
+	return invalid("ticket", ticket, fmt.Sprintf("was reserved under %s, not %s (%s)", name(held), name(key.Tenant), key),
+		"use the key the ticket was reserved under, tenant included")
+}
+
+func invalid(field, value, problem, fix string) *quota.InvalidError {
+	return &quota.InvalidError{Field: field, Value: value, Problem: problem, Fix: fix}
+}
