@@ -1,0 +1,309 @@
+package released
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+// Kinds as the script numbers them.
+const (
+	kindBucket = "1"
+	kindDaily  = "2"
+	kindLeases = "3"
+)
+
+// dailySpan is how many midnights are passed per daily axis: from two days
+// before the caller's clock to three days after, so the script finds the
+// window containing Redis TIME even if the caller's clock is a day off.
+const dailySpan = 6
+
+// keyState is what a Store precomputes for one policy key: its Redis keys and
+// the static part of the script's arguments, so a call allocates little. A
+// tenant's budget nested in its account's (the root) is passed to the script
+// with the root's.
+type keyState struct {
+	key    quota.Key
+	policy quota.Policy
+	// root is the key of the budget the tickets live in: the account's for
+	// a tenant nested in it, else key itself; rootPolicy is its policy.
+	root       quota.Key
+	rootPolicy quota.Policy
+	nested     bool
+	// state, leases and queue are the root's hash, lease zset and zset of
+	// queued tickets, by expiry; line its zset of tickets waiting in line,
+	// by tag, finish its hash of tenants' latest tags and waiting its hash
+	// of what each tenant has in line; ticket prefixes its ticket records.
+	state   string
+	leases  string
+	queue   string
+	line    string
+	finish  string
+	waiting string
+	ticket  string
+	// own holds, for a nested tenant, its own hash, lease zset and queue.
+	own [3]string
+	// static is ARGV[5:] up to the daily midnights (see lua.go).
+	static []any
+	// zones are the time zones of the daily limits, in the order the
+	// script reads their midnights.
+	zones []*time.Location
+	// limited lists key's own axes in quota.Axes() order.
+	limited []quota.Axis
+	daily   atomic.Pointer[dailyArgs]
+	// leaseTTL is the longest a ticket lives unrenewed: the shorter of
+	// the budgets' LeaseTTLs.
+	leaseTTL time.Duration
+	// calibrates is false when the root's Calibration is Off; calib is
+	// then ("0", "0", "0"), else its bounds and half-life in µs, as the
+	// script's reserve, settle and snapshot read them.
+	calibrates bool
+	calib      [3]any
+	// epochs are the epochs of the budgets' states this store last saw
+	// ("" for none), the root's first, and seen, per daily limit (in the
+	// order of zones), the window it last saw ("start used", or ""), as
+	// the script's reserve reply gave them: passed back as they are, so
+	// that a script finding a budget's state lost recovers it from what
+	// was known (see lua.go), at no cost to a call. name is the store's
+	// name for an epoch it begins.
+	epochs []atomic.Value
+	seen   []atomic.Value
+	name   any
+}
+
+// dailyArgs caches the midnights of every daily limit for one stretch of the
+// caller's clock: [from, to) in unix µs.
+type dailyArgs struct {
+	from, to int64
+	args     []any
+}
+
+// budgetKey is the Redis key of k's budget's state hash: the account's is
+// prefix:{provider/account/model}, a tenant's that followed by
+// "/<tenant>"; sep is what follows it in the budget's other keys (":" or
+// "/"): a tenant's name has no "/", so no two budgets' keys can meet, and
+// every key of an account and its tenants shares the account's hash tag.
+func budgetKey(prefix string, k quota.Key) (key, sep string) {
+	tag := prefix + ":{" + k.WithoutTenant().String() + "}"
+	if k.Tenant == "" {
+		return tag, ":"
+	}
+	return tag + "/" + k.Tenant, "/"
+}
+
+// newKeyState precomputes k's arguments, with p its policy; for a tenant
+// whose account has a policy (ap, nested), with the account's too. name is
+// the store's name for the epochs it begins.
+func newKeyState(prefix string, k quota.Key, p quota.Policy, ap quota.Policy, nested bool, name string) *keyState {
+	root, rp := k, p
+	if nested {
+		root, rp = k.WithoutTenant(), ap
+	}
+	rk, sep := budgetKey(prefix, root)
+	ks := &keyState{key: k, policy: p, root: root, rootPolicy: rp, nested: nested,
+		state: rk, leases: rk + sep + "leases", queue: rk + sep + "queue", line: rk + sep + "line",
+		finish: rk + sep + "finish", waiting: rk + sep + "waiting", ticket: rk + sep + "t" + sep}
+	maxWait, leaseTTL, levels := rp.MaxWait, rp.LeaseTTL, "1"
+	if nested {
+		own, sep := budgetKey(prefix, k)
+		ks.own = [3]string{own, own + sep + "leases", own + sep + "queue"}
+		maxWait, leaseTTL, levels = min(maxWait, p.MaxWait), min(leaseTTL, p.LeaseTTL), "2"
+	}
+	ks.leaseTTL = leaseTTL
+	ks.static = []any{micros(maxWait), micros(leaseTTL), levels}
+	ks.budget(rp)
+	if nested {
+		ks.limited = ks.limited[:0]
+		ks.budget(p)
+	}
+	ks.name = name
+	ks.epochs = make([]atomic.Value, 1)
+	if nested {
+		ks.epochs = make([]atomic.Value, 2)
+	}
+	for i := range ks.epochs {
+		ks.epochs[i].Store("")
+	}
+	ks.seen = make([]atomic.Value, len(ks.zones))
+	for i := range ks.seen {
+		ks.seen[i].Store("")
+	}
+	ks.calib = [3]any{"0", "0", "0"}
+	if c := rp.Calibration; !c.Off {
+		ks.calibrates = true
+		ks.calib = [3]any{strconv.FormatFloat(c.MinRatio, 'g', -1, 64), strconv.FormatFloat(c.MaxRatio, 'g', -1, 64), micros(c.HalfLife)}
+	}
+	return ks
+}
+
+// budget appends the static arguments of one budget's policy p: its
+// priority reserve, whether it adopts, its limits; and its daily limits'
+// zones and its axes to ks.zones and ks.limited.
+func (ks *keyState) budget(p quota.Policy) {
+	adopt := "0"
+	if p.AdoptObservedLimits {
+		adopt = "1"
+	}
+	ks.static = append(ks.static, strconv.FormatFloat(p.PriorityReserve, 'g', -1, 64), adopt, "")
+	count := len(ks.static) - 1
+	n := 0
+	for _, a := range quota.Axes() {
+		l, ok := p.Limit(a)
+		if !ok {
+			continue
+		}
+		n++
+		ks.limited = append(ks.limited, a)
+		kind, period, burst := kindBucket, micros(l.Period), fmtFloat(float64(l.BurstTime())/float64(l.Period))
+		switch a.Kind() {
+		case quota.DailyWindow:
+			kind, period, burst = kindDaily, "0", "0"
+			ks.zones = append(ks.zones, l.Zone())
+		case quota.Leases:
+			kind, period, burst = kindLeases, "0", "0"
+		}
+		ks.static = append(ks.static, axisID(a), kind, strconv.FormatInt(p.Effective(l.Capacity), 10), period, burst)
+	}
+	ks.static[count] = strconv.Itoa(n)
+}
+
+// prompt is the prompt size the script calibrates: 0 when the policy's
+// calibration is off.
+func (ks *keyState) prompt(p int64) int64 {
+	if !ks.calibrates {
+		return 0
+	}
+	return p
+}
+
+// keys returns the script's KEYS for a call about ticket ("" for none).
+func (ks *keyState) keys(ticket string) []string {
+	t := ks.state // any key of the same slot
+	if ticket != "" {
+		t = ks.ticket + ticket
+	}
+	if ks.nested {
+		return []string{ks.state, ks.leases, t, ks.queue, ks.line, ks.finish, ks.waiting, ks.own[0], ks.own[1], ks.own[2]}
+	}
+	return []string{ks.state, ks.leases, t, ks.queue, ks.line, ks.finish, ks.waiting}
+}
+
+// ttl is the script's argument for a grant asked to live ttl: µs, at most
+// the policy's LeaseTTL (which 0 means), precomputed in that case.
+func (ks *keyState) ttl(ttl time.Duration) any {
+	if ttl <= 0 || ttl >= ks.leaseTTL {
+		return ks.static[1]
+	}
+	return micros(ttl)
+}
+
+// args returns the script's ARGV for op by a call under tenant, weighing
+// weight, at the caller's clock reading now, with room for extra op
+// arguments. op and weight are interfaces so that the constants callers
+// pass are boxed without allocating.
+func (ks *keyState) args(op any, now string, tenant string, weight any, local time.Time, extra int) []any {
+	daily := ks.dailyArgs(local)
+	args := make([]any, 0, 5+len(ks.static)+len(daily)+len(ks.epochs)+len(ks.seen)+extra)
+	args = append(args, op, now, tenant, weight)
+	args = append(args, ks.static...)
+	args = append(args, daily...)
+	args = append(args, ks.name)
+	for i := range ks.epochs {
+		args = append(args, ks.epochs[i].Load())
+	}
+	for i := range ks.seen {
+		args = append(args, ks.seen[i].Load())
+	}
+	return args
+}
+
+// remember keeps what a reserve reply says of the budgets' states (see
+// lua.go's reply): their epochs, when the store did not know them (else
+// 0), and their daily windows.
+func (ks *keyState) remember(res []any) {
+	for i := range ks.epochs {
+		if e, ok := res[i].(string); ok && e != "" {
+			ks.epochs[i].Store(res[i])
+		}
+	}
+	res = res[len(ks.epochs):]
+	for i := range ks.seen {
+		if _, ok := res[i].(string); ok {
+			ks.seen[i].Store(res[i])
+		}
+	}
+}
+
+// observations appends obs to args as the script's observe reads them (a
+// count, then axis, adopted capacity or -1, remaining or -1 for each), and
+// returns them with that count. Observations of axes policy does not
+// limit, and of concurrency, are left out.
+func observations(policy quota.Policy, args []any, obs []quota.Observation) ([]any, int) {
+	at := len(args)
+	args = append(args, "")
+	m := 0
+	for _, o := range obs {
+		if _, ok := policy.Limit(o.Axis); !ok || o.Axis.Kind() == quota.Leases {
+			continue
+		}
+		// A limit headroom leaves less than one unit of is not adopted: no
+		// valid policy could give it.
+		adopt := int64(-1)
+		if policy.AdoptObservedLimits && o.Limit >= 1 {
+			if eff := policy.Effective(min(o.Limit, maxCapacity)); eff >= 1 {
+				adopt = eff
+			}
+		}
+		args = append(args, axisID(o.Axis), adopt, o.Remaining)
+		m++
+	}
+	args[at] = strconv.Itoa(m)
+	return args, m
+}
+
+// dailyArgs returns the midnights around local for every daily limit, from
+// the cache while local stays within the same day in every zone.
+func (ks *keyState) dailyArgs(local time.Time) []any {
+	if len(ks.zones) == 0 {
+		return nil
+	}
+	us := local.UnixMicro()
+	if d := ks.daily.Load(); d != nil && d.from <= us && us < d.to {
+		return d.args
+	}
+	d := &dailyArgs{from: us, to: us, args: make([]any, 0, dailySpan*len(ks.zones))}
+	first := true
+	for _, loc := range ks.zones {
+		lt := local.In(loc)
+		y, m, day := lt.Date()
+		for i := -2; i < dailySpan-2; i++ {
+			d.args = append(d.args, strconv.FormatInt(time.Date(y, m, day+i, 0, 0, 0, 0, loc).UnixMicro(), 10))
+		}
+		from := time.Date(y, m, day, 0, 0, 0, 0, loc).UnixMicro()
+		to := time.Date(y, m, day+1, 0, 0, 0, 0, loc).UnixMicro()
+		if first || from > d.from {
+			d.from = from
+		}
+		if first || to < d.to {
+			d.to = to
+		}
+		first = false
+	}
+	ks.daily.Store(d)
+	return d.args
+}
+
+// axisID is the axis's number as the script names it.
+func axisID(a quota.Axis) string { return strconv.Itoa(int(a)) }
+
+// micros formats d in whole microseconds, rounded up so a wait or pause is
+// never shortened.
+func micros(d time.Duration) string {
+	us := d / time.Microsecond
+	if us*time.Microsecond < d {
+		us++
+	}
+	return strconv.FormatInt(int64(us), 10)
+}
