@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/internal/released"
 	"github.com/tollgate/tollgate/quota/redis"
-	"github.com/tollgate/tollgate/quota/redis/internal/released"
 	"github.com/tollgate/tollgate/testsuite/redistest"
 )
 

@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/internal/released"
 	"github.com/tollgate/tollgate/quota/quotatest"
 	"github.com/tollgate/tollgate/quota/redis"
-	"github.com/tollgate/tollgate/quota/redis/internal/released"
 	"github.com/tollgate/tollgate/testsuite/redistest"
 )
 
@@ -61,10 +61,15 @@ func TestUpgradeOldPlaceholdersHoldNewGrants(t *testing.T) {
 		require.NoError(t, s.Cancel(ctx, gpt4o, "d"))
 	}
 
-	clock.Advance(leaseTTL)
+	clock.Advance(leaseTTL / 2)
+	_, err = old.Renew(ctx, gpt4o, "a", 0)
+	require.NoError(t, err)
+	clock.Advance(leaseTTL/2 + time.Second)
+	require.Equal(t, quota.Granted, reserve(cur, "e").Outcome, "n's placeholder lapsed with its lease TTL")
+	require.Equal(t, quota.ConcurrencyFull, reserve(old, "f").Reason, "a and e hold both slots")
+	require.NoError(t, old.Cancel(ctx, gpt4o, "f"))
 	require.NoError(t, old.Settle(ctx, quota.Settlement{Key: gpt4o, Ticket: "a", Actual: oneRequest, Charged: oneRequest}))
-	require.Equal(t, quota.Granted, reserve(cur, "e").Outcome, "the placeholder lapsed, a gave its slot back")
-	require.Equal(t, quota.Granted, reserve(old, "f").Outcome)
+	require.Equal(t, quota.Granted, reserve(old, "f").Outcome, "a gave its slot back")
 }
 
 // TestUpgradeAccountNamedDefault: the previous release kept an account

@@ -1,12 +1,16 @@
 // Package released is the previous release's Redis store, kept for the
-// upgrade test (quota/redis's upgrade_test.go), which runs it beside the
-// current store on one Redis, as a fleet does in a rolling upgrade or a
-// rollback. It is the store of commit d485ca0, its files args.go, doc.go,
-// lua.go and store.go as they were there, with only this package clause and
-// this paragraph changed: it builds against today's package quota
-// unadapted. It must not change: it stands for workers already deployed.
+// upgrade tests (quota/redis's upgrade_test.go and upgrade_state_test.go),
+// which run it beside the current store on one Redis, as a fleet does in a
+// rolling upgrade or a rollback. It is the store of commit d485ca0, its
+// files args.go, doc.go, lua.go and store.go as they were there, with only
+// this package clause, this paragraph and the references named below
+// changed. It must not change: it stands for workers already deployed.
 // When package quota moves or renames what it uses, adapt only the
-// references, and say so here.
+// references, and say so here. Adapted so far: the store helpers that moved
+// to quota/storekit (WrongTenantError, NoPolicyError, ValidateRenewal,
+// ValidateObservations, the margin constants) and the typed
+// quota.PauseReason (Pause's argument, the snapshot's and decision's
+// reason). The script text is untouched.
 //
 // The rest of this comment is the previous release's package doc.
 //

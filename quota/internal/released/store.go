@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/storekit"
 )
 
 // Client is the part of a go-redis client the Store uses: running scripts.
@@ -147,7 +148,7 @@ func (s *Store) decision(ks *keyState, res []any, local time.Time, r quota.Reser
 			Cost: toInt(res, 2), Capacity: toInt(res, 3), Priority: r.Priority}
 	}
 	if outcome == -1 && len(res) == 2 {
-		return quota.Decision{}, quota.WrongTenantError(r.Key, r.Ticket, toString(res, 1))
+		return quota.Decision{}, storekit.WrongTenantError(r.Key, r.Ticket, toString(res, 1))
 	}
 	if len(res) != 12+len(ks.epochs)+len(ks.seen) || outcome < int64(quota.Granted) || outcome > int64(quota.Refused) {
 		return quota.Decision{}, fmt.Errorf("redis: reserve %s: unexpected script reply %v", ks.key, res)
@@ -159,7 +160,7 @@ func (s *Store) decision(ks *keyState, res []any, local time.Time, r quota.Reser
 		Wait:        durationOf(toFloat(res, 1)),
 		Reason:      quota.Reason(toInt(res, 2)),
 		Axis:        quota.Axis(toInt(res, 3)),
-		PauseReason: toString(res, 4),
+		PauseReason: quota.PauseReason(toString(res, 4)),
 		Charged:     quota.Cost{Requests: toInt(res, 7), Tokens: toInt(res, 8), InputTokens: toInt(res, 9), OutputTokens: toInt(res, 10)},
 	}
 	if res[5] != "" { // an expiry is an integer or a formatted fraction
@@ -235,7 +236,7 @@ func (s *Store) Cancel(ctx context.Context, key quota.Key, ticket string) error 
 // another tenant than key's.
 func wrongTenant(res any, key quota.Key, ticket string) error {
 	if r, ok := res.([]any); ok && len(r) == 2 && toInt(r, 0) == -1 {
-		return quota.WrongTenantError(key, ticket, toString(r, 1))
+		return storekit.WrongTenantError(key, ticket, toString(r, 1))
 	}
 	return nil
 }
@@ -246,7 +247,7 @@ func (s *Store) Renew(ctx context.Context, key quota.Key, ticket string, ttl tim
 	if err := key.Validate(); err != nil {
 		return 0, err
 	}
-	if err := quota.ValidateRenewal(ticket, ttl); err != nil {
+	if err := storekit.ValidateRenewal(ticket, ttl); err != nil {
 		return 0, err
 	}
 	ks, err := s.lookup(key)
@@ -274,7 +275,7 @@ func (s *Store) Renew(ctx context.Context, key quota.Key, ticket string, ttl tim
 }
 
 // Pause implements quota.Store: the script adds d to Redis TIME.
-func (s *Store) Pause(ctx context.Context, key quota.Key, d time.Duration, reason string) error {
+func (s *Store) Pause(ctx context.Context, key quota.Key, d time.Duration, reason quota.PauseReason) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
@@ -287,10 +288,10 @@ func (s *Store) Pause(ctx context.Context, key quota.Key, d time.Duration, reaso
 	}
 	nowArg, local := s.now()
 	var lesson any = "0"
-	if reason == quota.RateLimitedPause {
+	if reason == quota.PauseRateLimited {
 		lesson = "1"
 	}
-	args := append(ks.args("pause", nowArg, key.Tenant, "1", local, 7), micros(d), reason, lesson,
+	args := append(ks.args("pause", nowArg, key.Tenant, "1", local, 7), micros(d), string(reason), lesson,
 		marginCuts[0], marginCuts[1], marginCuts[2], marginCuts[3])
 	if err := script.Run(ctx, s.rdb, ks.keys(""), args...).Err(); err != nil {
 		return s.fail("pause", ks.key, err)
@@ -303,7 +304,7 @@ func (s *Store) Observe(ctx context.Context, key quota.Key, obs []quota.Observat
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	if err := quota.ValidateObservations(obs); err != nil {
+	if err := storekit.ValidateObservations(obs); err != nil {
 		return err
 	}
 	ks, err := s.lookup(key)
@@ -341,7 +342,7 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 		return quota.Snapshot{}, fmt.Errorf("redis: snapshot %s: unexpected script reply %v", ks.key, res)
 	}
 	at := s.timeFrom(toFloat(res, 0), local)
-	snap := quota.Snapshot{Key: ks.key, At: at(toFloat(res, 0)), PauseReason: toString(res, 2), EstimateRatio: toFloat(res, 3),
+	snap := quota.Snapshot{Key: ks.key, At: at(toFloat(res, 0)), PauseReason: quota.PauseReason(toString(res, 2)), EstimateRatio: toFloat(res, 3),
 		Margin: quota.Margin{Burst: toFloat(res, 4), Rate: toFloat(res, 5)}}
 	if toString(res, 1) != "" {
 		snap.PausedUntil = at(toFloat(res, 1))
@@ -372,8 +373,8 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 // marginCuts and marginGains are the learned margin's bounds, cuts and
 // gains (quota.Margin) as the script's pause and settle read them.
 var (
-	marginCuts  = [4]any{fmtFloat(quota.MinBurstMargin), fmtFloat(quota.MinRateMargin), fmtFloat(quota.BurstCut), fmtFloat(quota.RateCut)}
-	marginGains = [2]any{fmtFloat(quota.BurstGain), fmtFloat(quota.RateGain)}
+	marginCuts  = [4]any{fmtFloat(storekit.MinBurstMargin), fmtFloat(storekit.MinRateMargin), fmtFloat(storekit.BurstCut), fmtFloat(storekit.RateCut)}
+	marginGains = [2]any{fmtFloat(storekit.BurstGain), fmtFloat(storekit.RateGain)}
 )
 
 // fmtFloat writes f without an exponent, which gopher-lua (miniredis) cannot parse.
@@ -390,7 +391,7 @@ func epochName() string {
 func (s *Store) lookup(k quota.Key) (*keyState, error) {
 	bucket, _, ok := s.ps.Lookup(k)
 	if !ok {
-		return nil, quota.NoPolicyError(k)
+		return nil, storekit.NoPolicyError(k)
 	}
 	return s.keys[bucket], nil
 }
