@@ -228,3 +228,39 @@ func TestLossRecoversTenantBudgets(t *testing.T) {
 	require.Equal(t, quota.Granted, reserve(vip, "v3").Outcome, "v1 gave its slots back")
 	require.Equal(t, quota.ConcurrencyFull, reserve(gpt4o, "u3").Reason, "v2, u2 and v3 in flight")
 }
+
+// TestPlaceholdersHoldForTheirBudgetsLeaseTTL: the placeholders a recovery
+// writes on a budget are held for that budget's own LeaseTTL, not for the
+// recovering call's: a tenant with a short LeaseTTL that is first to come
+// back after a loss does not free its account's slots before the account's
+// calls in flight (with the account's longer TTL) could renew.
+func TestPlaceholdersHoldForTheirBudgetsLeaseTTL(t *testing.T) {
+	const accountTTL, tenantTTL = time.Minute, 2 * time.Second
+	vip := gpt4o
+	vip.Tenant = "vip"
+	e := newRecoveryEnvOf(t, map[quota.Key]quota.Policy{
+		gpt4o: {Limits: []quota.Limit{quota.Concurrent(2)}, LeaseTTL: accountTTL},
+		vip:   {Limits: []quota.Limit{quota.Concurrent(1)}, LeaseTTL: tenantTTL},
+	})
+	e.grant(e.store, "u1", oneRequest)
+	e.grant(e.store, "u2", oneRequest)
+
+	losses[0].lose(t, e.srv)
+
+	d := e.reserveOn(e.store, vip, "v1", oneRequest)
+	require.Equal(t, quota.ConcurrencyFull, d.Reason, "the account's two slots are held for u1 and u2: %+v", d)
+	require.NoError(t, e.store.Cancel(e.ctx, vip, "v1"))
+
+	e.clock.Advance(2 * tenantTTL)
+	d = e.reserveOn(e.store, vip, "v2", oneRequest)
+	require.Equal(t, quota.ConcurrencyFull, d.Reason, "past the tenant's TTL the account's placeholders still hold: %+v", d)
+	require.NoError(t, e.store.Cancel(e.ctx, vip, "v2"))
+	left, err := e.store.Renew(e.ctx, gpt4o, "u1", 0)
+	require.NoError(t, err, "u1 takes its placeholder over")
+	require.Equal(t, accountTTL, left)
+
+	e.clock.Advance(accountTTL)
+	_, err = e.store.Renew(e.ctx, gpt4o, "u2", 0)
+	require.ErrorIs(t, err, quota.ErrUnknownTicket, "u2's placeholder lapsed unclaimed with the account's TTL")
+	require.Equal(t, quota.Granted, e.reserveOn(e.store, vip, "v3", oneRequest).Outcome, "u1 lapsed too; the slots are free")
+}
