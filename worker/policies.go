@@ -93,30 +93,30 @@ type policyEntry struct {
 	Limits              limitsEntry        `yaml:"limits"`
 	Headroom            float64            `yaml:"headroom"`
 	PriorityReserve     float64            `yaml:"priority_reserve"`
-	MaxWait             time.Duration      `yaml:"max_wait"`
-	LeaseTTL            time.Duration      `yaml:"lease_ttl"`
+	MaxWait             duration           `yaml:"max_wait"`
+	LeaseTTL            duration           `yaml:"lease_ttl"`
 	AdoptObservedLimits bool               `yaml:"adopt_observed_limits"`
 	Calibration         calibrationEntry   `yaml:"calibration"`
 	Fallbacks           []string           `yaml:"fallbacks"`
 }
 
 type calibrationEntry struct {
-	Off      bool          `yaml:"off"`
-	MinRatio float64       `yaml:"min_ratio"`
-	MaxRatio float64       `yaml:"max_ratio"`
-	HalfLife time.Duration `yaml:"half_life"`
+	Off      bool     `yaml:"off"`
+	MinRatio float64  `yaml:"min_ratio"`
+	MaxRatio float64  `yaml:"max_ratio"`
+	HalfLife duration `yaml:"half_life"`
 }
 
 type limitsEntry struct {
-	RequestsPerMinute     int64         `yaml:"requests_per_minute"`
-	TokensPerMinute       int64         `yaml:"tokens_per_minute"`
-	InputTokensPerMinute  int64         `yaml:"input_tokens_per_minute"`
-	OutputTokensPerMinute int64         `yaml:"output_tokens_per_minute"`
-	RequestsPerDay        int64         `yaml:"requests_per_day"`
-	TokensPerDay          int64         `yaml:"tokens_per_day"`
-	Zone                  string        `yaml:"zone"`
-	Concurrency           int64         `yaml:"concurrency"`
-	Burst                 time.Duration `yaml:"burst"`
+	RequestsPerMinute     int64    `yaml:"requests_per_minute"`
+	TokensPerMinute       int64    `yaml:"tokens_per_minute"`
+	InputTokensPerMinute  int64    `yaml:"input_tokens_per_minute"`
+	OutputTokensPerMinute int64    `yaml:"output_tokens_per_minute"`
+	RequestsPerDay        int64    `yaml:"requests_per_day"`
+	TokensPerDay          int64    `yaml:"tokens_per_day"`
+	Zone                  string   `yaml:"zone"`
+	Concurrency           int64    `yaml:"concurrency"`
+	Burst                 duration `yaml:"burst"`
 }
 
 // PolicyError reports a bad field of a policies file, by its path in the
@@ -285,21 +285,30 @@ func (e policyEntry) policy(field string) (quota.Policy, error) {
 			p.Limits = append(p.Limits, a.lim(a.v))
 		}
 	}
-	if l.Burst < 0 || l.Burst > time.Minute {
-		return p, &PolicyError{Field: field + ".limits.burst", Value: l.Burst.String(), Problem: "is not within a minute",
+	burst, err := l.Burst.get(field + ".limits.burst")
+	if err != nil {
+		return p, err
+	}
+	if burst < 0 || burst > time.Minute {
+		return p, &PolicyError{Field: field + ".limits.burst", Value: burst.String(), Problem: "is not within a minute",
 			Fix: "use e.g. 1s (one second's worth of each per-minute limit at once, the default), or 1m to let a whole minute's worth go at once"}
 	}
 	for i := range p.Limits {
 		if p.Limits[i].Axis.Kind() == quota.Bucket {
-			p.Limits[i] = p.Limits[i].WithBurst(l.Burst)
+			p.Limits[i] = p.Limits[i].WithBurst(burst)
 		}
 	}
 	if len(p.Limits) == 0 {
 		return p, &PolicyError{Field: field + ".limits", Problem: "sets no limit",
 			Fix: "set at least one, e.g. requests_per_minute: 500 (the provider's published limit)"}
 	}
-	p.Headroom, p.PriorityReserve, p.MaxWait, p.AdoptObservedLimits = e.Headroom, e.PriorityReserve, e.MaxWait, e.AdoptObservedLimits
-	p.LeaseTTL = e.LeaseTTL
+	p.Headroom, p.PriorityReserve, p.AdoptObservedLimits = e.Headroom, e.PriorityReserve, e.AdoptObservedLimits
+	if p.MaxWait, err = e.MaxWait.get(field + ".max_wait"); err != nil {
+		return p, err
+	}
+	if p.LeaseTTL, err = e.LeaseTTL.get(field + ".lease_ttl"); err != nil {
+		return p, err
+	}
 	switch {
 	case e.Tenant == "" && e.Weight != 0:
 		return p, &PolicyError{Field: field + ".weight", Value: strconv.FormatFloat(e.Weight, 'g', -1, 64), Problem: "is set on an account's entry (no tenant)",
@@ -310,7 +319,11 @@ func (e policyEntry) policy(field string) (quota.Policy, error) {
 	}
 	p.Weight, p.TenantWeights = e.Weight, e.TenantWeights
 	c := e.Calibration
-	p.Calibration = quota.Calibration{Off: c.Off, MinRatio: c.MinRatio, MaxRatio: c.MaxRatio, HalfLife: c.HalfLife}
+	halfLife, err := c.HalfLife.get(field + ".calibration.half_life")
+	if err != nil {
+		return p, err
+	}
+	p.Calibration = quota.Calibration{Off: c.Off, MinRatio: c.MinRatio, MaxRatio: c.MaxRatio, HalfLife: halfLife}
 	if err := p.Validate(); err != nil {
 		var inv *quota.InvalidError
 		if errors.As(err, &inv) {

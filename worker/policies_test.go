@@ -63,6 +63,26 @@ func TestParsePoliciesReadsEveryField(t *testing.T) {
 	require.Equal(t, map[string][]string{"openai/team-a/gpt-4o": {"anthropic/claude-3-5-haiku-latest"}}, b.Fallbacks)
 }
 
+// A duration of 0 is each field's default, as the policies format says.
+func TestParsePoliciesTakesZeroDurationsAsDefaults(t *testing.T) {
+	b, err := ParsePolicies([]byte(`policies:
+  - provider: openai
+    model: gpt-4o
+    limits: {requests_per_minute: 60, burst: 0}
+    max_wait: 0
+    lease_ttl: 0
+    calibration: {half_life: 0}
+`))
+	require.NoError(t, err)
+	_, p, ok := b.Policies.Lookup(quota.Key{Provider: "openai", Model: "gpt-4o"})
+	require.True(t, ok)
+	require.Equal(t, quota.DefaultLeaseTTL, p.LeaseTTL)
+	require.Equal(t, quota.DefaultMaxWait, p.MaxWait)
+	l, _ := p.Limit(quota.Requests)
+	require.Equal(t, time.Second, l.BurstTime())
+	require.Equal(t, quota.DefaultRatioHalfLife, p.Calibration.HalfLife)
+}
+
 // Each wrong field of a policies file gives its own error, by its path.
 func TestParsePoliciesRejectsEachBadField(t *testing.T) {
 	const ok = "  - provider: openai\n    model: gpt-4o\n    limits: {requests_per_minute: 10}\n"
@@ -83,6 +103,10 @@ func TestParsePoliciesRejectsEachBadField(t *testing.T) {
 		{"negative burst", "policies:\n" + ok[:len(ok)-2] + ", burst: -1s}\n", `policies[0].limits.burst "-1s" is not within a minute`},
 		{"burst over a minute", "policies:\n" + ok[:len(ok)-2] + ", burst: 2m}\n", `policies[0].limits.burst "2m0s" is not within a minute`},
 		{"negative lease ttl", "policies:\n" + ok + "    lease_ttl: -1s\n", `policies[0].lease_ttl "-1s" is negative`},
+		{"lease ttl without a unit", "policies:\n" + ok + "    lease_ttl: 600\n", `policies[0].lease_ttl "600" has no unit: write the unit, e.g. 600s`},
+		{"max wait not a duration", "policies:\n" + ok + "    max_wait: soon\n", `policies[0].max_wait "soon" is not a duration`},
+		{"burst without a unit", "policies:\n" + ok[:len(ok)-2] + ", burst: 1}\n", `policies[0].limits.burst "1" has no unit`},
+		{"half-life a list", "policies:\n" + ok + "    calibration: {half_life: [1s]}\n", `policies[0].calibration.half_life "(a list)" is not a duration`},
 		{"negative max wait", "policies:\n  - provider: openai\n    model: gpt-4o\n    limits: {requests_per_minute: 10}\n    max_wait: -1m\n", "policies[0].max_wait"},
 		{"calibration ratio above one", "policies:\n" + ok + "    calibration: {min_ratio: 1.5}\n", `policies[0].calibration.min_ratio "1.5" is not in (0, 1]`},
 		{"calibration half-life too short", "policies:\n" + ok + "    calibration: {half_life: 1ms}\n", `policies[0].calibration.half_life "1ms" is below 1s`},
