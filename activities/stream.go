@@ -78,6 +78,7 @@ func (a *Activities) streamOpenAI(ctx context.Context, req Request, params opena
 			Provider: OpenAI, Model: req.Model, Events: events, Err: err,
 			Usage:           Usage{InputTokens: EstimateTokens(req.Characters()), OutputTokens: EstimateTokens(runes)},
 			RateLimitTokens: EstimateOpenAI(req.Characters(), req.MaxOutputTokens).Tokens,
+			PromptEstimated: true,
 		})
 	}
 	if !hasUsage {
@@ -124,13 +125,14 @@ func (a *Activities) streamAnthropic(ctx context.Context, req Request, params an
 		if events == 0 {
 			return Response{}, callError(req, raw, err)
 		}
-		in := msg.Usage.InputTokens + msg.Usage.CacheCreationInputTokens
+		in, estimated := msg.Usage.InputTokens+msg.Usage.CacheCreationInputTokens, false
 		if in == 0 { // message_start never came
-			in = EstimateTokens(req.Characters())
+			in, estimated = EstimateTokens(req.Characters()), true
 		}
 		return Response{}, streamFailed(req, raw, &StreamError{
 			Provider: Anthropic, Model: req.Model, Events: events, Err: err,
-			Usage: Usage{InputTokens: in, OutputTokens: max(msg.Usage.OutputTokens, EstimateTokens(runes))},
+			Usage:           Usage{InputTokens: in, OutputTokens: max(msg.Usage.OutputTokens, EstimateTokens(runes))},
+			PromptEstimated: estimated,
 		})
 	}
 	return anthropicAnswer(req, &msg, raw)
@@ -165,6 +167,13 @@ type StreamError struct {
 	// RateLimitTokens is as in Response: for OpenAI, what it counted
 	// against its tokens-per-minute limit when it accepted the call.
 	RateLimitTokens int64
+	// PromptEstimated is set when the provider sent no count of the prompt
+	// before the stream broke off (OpenAI counts it only in the final
+	// chunk), so Usage.InputTokens and RateLimitTokens are EstimateTokens
+	// of the request, uncalibrated. The provider counted the prompt all
+	// the same when it accepted the call, so the interceptor keeps what it
+	// charged the prompt's axes, calibrated, where that is more.
+	PromptEstimated bool
 	// Err is the cause.
 	Err error
 }
@@ -184,6 +193,11 @@ func (e *StreamError) Unwrap() error { return e.Err }
 func (e *StreamError) QuotaUsage() quota.Cost {
 	return Response{Usage: e.Usage, RateLimitTokens: e.RateLimitTokens}.QuotaUsage()
 }
+
+// QuotaPromptEstimated reports PromptEstimated: the interceptor reads it
+// (any failure's method of that name and signature) to keep the prompt's
+// charge instead of refunding it to an uncalibrated estimate.
+func (e *StreamError) QuotaPromptEstimated() bool { return e.PromptEstimated }
 
 // streamFailed is what Complete returns for a stream that broke off: the
 // StreamError, or a MalformedResponse error wrapping it when classify

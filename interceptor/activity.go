@@ -354,6 +354,13 @@ func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr 
 		// what it had used by then: partly estimates, so nothing to
 		// calibrate from.
 		actual = partial.QuotaUsage()
+		if promptEstimated(callErr) {
+			// The provider counted the prompt when it accepted the
+			// call; the charge, calibrated, is the better count of it
+			// than an estimate made without the ratio.
+			actual.Tokens = max(actual.Tokens, c.charged.Tokens)
+			actual.InputTokens = max(actual.InputTokens, c.charged.InputTokens)
+		}
 	case turnedAway(v):
 		// The provider turned the call away before doing the work: it
 		// used a request, no tokens.
@@ -584,4 +591,12 @@ func (a *activityInbound) verdict(callErr error, now time.Time) classify.Verdict
 		return c.Error(cause, now)
 	}
 	return c.Error(callErr, now)
+}
+
+// promptEstimated reports whether err says, by a QuotaPromptEstimated
+// method (activities.StreamError's), that the usage it meters estimates
+// the prompt instead of counting it.
+func promptEstimated(err error) bool {
+	var e interface{ QuotaPromptEstimated() bool }
+	return errors.As(err, &e) && e.QuotaPromptEstimated()
 }

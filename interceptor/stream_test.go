@@ -2,6 +2,7 @@ package interceptor_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -259,4 +260,35 @@ func TestStreamCanceledByTheWorkflowReleasesItsLease(t *testing.T) {
 	require.EqualValues(t, 8, s.Actual.OutputTokens, "two deltas of 16 characters, not the 50,000 reserved")
 	require.InDelta(t, 1, level(quota.Concurrency), 1e-9, "the lease is released")
 	require.Greater(t, level(quota.OutputTokens), 99_000.0, "the reservation is refunded")
+}
+
+// An OpenAI stream that breaks off is settled with its prompt as charged,
+// calibrated: OpenAI counted the prompt when it accepted the call and sends
+// its count only in the final chunk, so the estimate the stream error
+// carries (characters/4, uncalibrated) would refund what OpenAI counted.
+func TestStreamBrokenOffKeepsTheCalibratedPromptCharge(t *testing.T) {
+	const warm = 3 // streamed calls that teach the ratio before the break
+	m := simModels("gpt-dense")[0]
+	m.Density = 2 // the provider counts twice characters/4
+	e := newEnv(t, llmsim.Config{
+		Models: []llmsim.Model{m},
+		Faults: []llmsim.Fault{{Kind: llmsim.FaultDisconnect, Model: "gpt-dense", After: warm, Times: 1, AfterChunks: 2}},
+	})
+	store := &settlements{Store: memoryStore(t, map[quota.Key]quota.Policy{openaiKey("gpt-dense"): generous()})}
+	e.startStreamWorker(interceptor.Options{Store: store, BackoffBase: 200 * time.Millisecond}, worker.Options{})
+
+	req := streamed("openai", "gpt-dense", 400)
+	for i := range warm + 1 {
+		_, err := streamResult(t, e.runStream(fmt.Sprintf("dense-%d", i), req, 10*time.Second))
+		require.NoError(t, err, "call %d (the last one retried after the break)", i)
+	}
+	got := store.all()
+	require.Len(t, got, warm+2, "the broken attempt settled too")
+	broken := got[warm]
+	require.False(t, broken.Counted, "a broken stream's usage is no count to calibrate from")
+	estimate := activities.EstimateOpenAI(req.Characters(), req.MaxOutputTokens).Tokens
+	t.Logf("uncalibrated estimate %d tokens; broken attempt charged %+v, settled %+v", estimate, broken.Charged, broken.Actual)
+	require.Greater(t, broken.Charged.Tokens, estimate, "the warm calls taught the ratio, so the charge is above the raw estimate")
+	require.Equal(t, broken.Charged.Tokens, broken.Actual.Tokens, "the prompt stays charged as calibrated, with max_tokens as OpenAI counts them")
+	require.EqualValues(t, 1, broken.Actual.Requests)
 }
