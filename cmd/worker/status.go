@@ -143,7 +143,17 @@ func writeLines(out io.Writer, ps quota.Policies, snaps []quota.Snapshot) error 
 // a provider's 429, or closed until a spend cap or daily quota resets (a
 // Gemini key until midnight in Los Angeles), with the time it reopens.
 func statusNote(snap quota.Snapshot) string {
-	return joinNote(pausedNote(snap), marginNote(snap.Margin))
+	return joinNote(joinNote(pausedNote(snap), marginNote(snap.Margin)), unreadableNote(snap.Unreadable))
+}
+
+// unreadableNote says how many ticket records and queue members of a form
+// this release cannot read the store dropped (refunding what they held):
+// written by a newer release sharing the Redis, or damaged.
+func unreadableNote(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d unreadable records dropped (a newer release's?)", n)
 }
 
 // marginNote says what the key learned of its provider's limiter, when it

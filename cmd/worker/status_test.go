@@ -224,3 +224,10 @@ func TestBar(t *testing.T) {
 		})
 	}
 }
+
+// status says when the store dropped records it could not read, and not
+// otherwise.
+func TestStatusNoteCountsUnreadableRecords(t *testing.T) {
+	require.Empty(t, statusNote(quota.Snapshot{}))
+	require.Equal(t, "3 unreadable records dropped (a newer release's?)", statusNote(quota.Snapshot{Unreadable: 3}))
+}
