@@ -1,0 +1,69 @@
+package redis_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/internal/released"
+	"github.com/tollgate/tollgate/quota/redis"
+	"github.com/tollgate/tollgate/testsuite/redistest"
+)
+
+// BenchmarkAdmitByRelease runs one admission, a Reserve then a Settle
+// carrying the provider's headers, on the previous release's store
+// (quota/internal/released) and on this one, on one Redis in one run, so
+// that their server-µs/op (the time Redis spent in the scripts, per
+// admission) compare on the same machine at the same moment. ping is a
+// PING round trip on the same connection pool, the baseline.
+func BenchmarkAdmitByRelease(b *testing.B) {
+	srv := redistest.StartServer(b)
+	rdb := srv.Client()
+	ctx := context.Background()
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{gpt4o: {Limits: []quota.Limit{
+		quota.Per(quota.Requests, 1<<40, time.Millisecond), quota.Per(quota.Tokens, 1<<40, time.Millisecond),
+	}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	previous, err := released.New(rdb, ps, released.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	current, err := redis.New(rdb, ps, redis.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cost := quota.Cost{Requests: 1, Tokens: 1200}
+	observed := []quota.Observation{{Axis: quota.Requests, Limit: -1, Remaining: 1 << 39}, {Axis: quota.Tokens, Limit: -1, Remaining: 1 << 39}}
+	b.Run("ping", func(b *testing.B) {
+		for b.Loop() {
+			if err := rdb.Ping(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, s := range []struct {
+		name  string
+		store quota.Store
+	}{{"previous", previous}, {"current", current}} {
+		b.Run(s.name, func(b *testing.B) {
+			before := redistest.ScriptMicros(b, rdb)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				ticket := s.name + strconv.Itoa(i) + "." + strconv.Itoa(b.N)
+				d, err := s.store.Reserve(ctx, quota.Reservation{Key: gpt4o, Ticket: ticket, Cost: cost})
+				if err != nil || d.Outcome != quota.Granted {
+					b.Fatalf("reserve %s: %+v %v", ticket, d, err)
+				}
+				if err := s.store.Settle(ctx, quota.Settlement{Key: gpt4o, Ticket: ticket, Actual: cost, Observed: observed}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric((redistest.ScriptMicros(b, rdb)-before)/float64(b.N), "server-µs/op")
+		})
+	}
+}
