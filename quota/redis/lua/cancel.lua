@@ -20,11 +20,11 @@ if not t then
   return 0
 end
 local m = member(t, ticketID)
-local c = {tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)}
+local c = t.cost
 -- A grant given up before its call started gives its start back.
 if t.s == 'g' then gate(c, 0, -1, tonumber(t.m)) end
 for _, b in ipairs(budgets) do
-  adjust(b, {-c[1], -c[2], -c[3], -c[4]}, tonumber(t.w))
+  adjust(b, {-c[1], -c[2], -c[3], -c[4]}, t.at)
   if b.conc then redis.call('ZREM', b.L, ticketID) end
   redis.call('ZREM', b.Q, m)
 end

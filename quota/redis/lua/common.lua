@@ -8,7 +8,8 @@
 -- root, [8] its state hash, [9] its lease zset and [10] its queue zset.
 -- (See the package doc for what each holds.)
 --
--- ARGV, read in order by arg() (the Go side is args.go's keyState.args):
+-- ARGV, read in order by arg, args and numbers (the Go side is args.go's
+-- keyState.args):
 --   now in unix µs, or '' to read Redis TIME; the call's tenant ('' for
 --   none); its weight (quota.Policies.Weight); max wait µs (the shorter of
 --   the budgets'); the number of budgets, 1 or 2; then for each, the root
@@ -28,11 +29,27 @@
 
 local S, L, T, Q, N, F, W = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 
-local argi = 0
+local argv, argi = ARGV, 0
 -- arg returns the next argument.
 local function arg()
   argi = argi + 1
-  return ARGV[argi]
+  return argv[argi]
+end
+
+-- args returns the next n arguments: one call for several, as a call is a
+-- good part of the cost of reading one.
+local function args(n)
+  local i = argi
+  argi = i + n
+  return unpack(argv, i + 1, argi)
+end
+
+-- numbers returns the next n arguments parsed, as a table.
+local function numbers(n)
+  local t, i = {}, argi
+  for k = 1, n do t[k] = tonumber(argv[i + k]) end
+  argi = i + n
+  return t
 end
 
 -- fmt writes x as %.17g does; integers, the common case, take the cheaper
@@ -59,10 +76,8 @@ else
   now = tonumber(now)
 end
 local nowS = fmt(now)
-local tenant = '.' .. arg()
-local weight = tonumber(arg())
-local maxWait = tonumber(arg())
-local nBudgets = arg()
+local tenant, weight, maxWait, nBudgets = args(4)
+tenant, weight, maxWait = '.' .. tenant, tonumber(weight), tonumber(maxWait)
 
 -- costOn maps an axis id to the index of the cost part it charges.
 local costOn = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 1, ['6'] = 2}
@@ -84,12 +99,13 @@ local function budget(Sk, Lk, Qk)
   local raw = redis.call('HGETALL', Sk)
   for j = 1, #raw, 2 do st[raw[j]] = raw[j + 1] end
   local pu = tonumber(st['pu'] or '') or 0
-  local b = {S = Sk, L = Lk, Q = Qk, st = st, prio = tonumber(arg()), adopts = arg() == '1',
-    leaseTTL = tonumber(arg()), n = tonumber(arg()), axes = {}, conc = nil, daily = false, nd = 0,
+  local prio, adopts, leaseTTL, n = args(4)
+  local b = {S = Sk, L = Lk, Q = Qk, st = st, prio = tonumber(prio), adopts = adopts == '1',
+    leaseTTL = tonumber(leaseTTL), n = tonumber(n), axes = {}, conc = nil, daily = false, nd = 0,
     pu = pu, pr = st['pr'], paused = pu > now, ep = st['ep'], known = nil, seen = {},
     mb = tonumber(st['mb'] or '') or 1, mr = tonumber(st['mr'] or '') or 1}
   for k = 1, b.n do
-    local id, kind, conf, p, bs = arg(), arg(), arg(), arg(), arg()
+    local id, kind, conf, p, bs = args(5)
     if kind == BUCKET and p ~= lastP then
       lastP = p
       period = tonumber(p)
@@ -227,7 +243,8 @@ local function observe(b)
   local hs = {}
   local st = b.st
   for _ = 1, m do
-    local id, adopt, rem = arg(), tonumber(arg()), tonumber(arg())
+    local id, adopt, rem = args(3)
+    adopt, rem = tonumber(adopt), tonumber(rem)
     for q = 1, b.n do
       local a = b.axes[q]
       if a.id == id then

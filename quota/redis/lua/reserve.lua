@@ -14,13 +14,12 @@
 -- axis more than the capacity open to it in any budget, and the ticket
 -- keeps what was charged.
 
-local ticketID = arg()
-local low = arg() == '1'
-local cost = {tonumber(arg()), tonumber(arg()), tonumber(arg()), tonumber(arg())}
-local prompt = tonumber(arg())
-local minR, maxR, half = tonumber(arg()), tonumber(arg()), tonumber(arg())
-local grantTTL = tonumber(arg())
-local place = arg() == '1'
+local ticketID, low = args(2)
+low = low == '1'
+local cost = numbers(4)
+local prompt, minR, maxR, half, grantTTL, place = args(6)
+prompt, grantTTL, place = tonumber(prompt), tonumber(grantTTL), place == '1'
+minR, maxR, half = tonumber(minR), tonumber(maxR), tonumber(half)
 local queueTTL = leaseTTL
 local c1, c4 = fmt(cost[1]), fmt(cost[4])
 
@@ -80,8 +79,7 @@ if t then
   if inLine then
     -- A ticket in line matures when its place does, and never before
     -- the maturity it was first told.
-    local w, a = lineWaits(true, tonumber(t.g), tonumber(t.q),
-      {tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)}, low)
+    local w, a = lineWaits(true, tonumber(t.g), tonumber(t.q), t.cost, low)
     if now + w > mat then
       mat, ax = now + w, a
       -- Its place lapses as long after its new maturity as after its
@@ -168,7 +166,7 @@ if wait > 0 and wait > maxWait then return reply(3, wait, 1, waxis) end
 
 for _, b in ipairs(budgets) do adjust(b, cost) end
 t = {s = 'q', m = wait == 0 and nowS or fmt(now + wait), a = waxis,
-  c1 = c1, c2 = fmt(ct), c3 = fmt(cin), c4 = c4, w = nowS, n = tenant, g = '-', q = '-'}
+  c1 = c1, c2 = fmt(ct), c3 = fmt(cin), c4 = c4, w = nowS, n = tenant, g = '-', q = '-', cost = cost, at = now}
 if wait > 0 then
   -- In line, as its tenant's latest.
   t.g, t.q = fmt(tag), fmt(seq)

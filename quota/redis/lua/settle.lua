@@ -18,13 +18,15 @@
 -- Reply: 1, or 0 if the ticket is not held as granted; {-1, tenant} for a
 -- ticket reserved under another tenant, changing nothing.
 
-local actual = {tonumber(arg()), tonumber(arg()), tonumber(arg()), tonumber(arg())}
+local actual = numbers(4)
 local ticketID = arg()
-local proofs = {arg(), arg()}
-local prompt = tonumber(arg())
-local counted = arg() == '1'
-local minR, maxR, half = tonumber(arg()), tonumber(arg()), tonumber(arg())
-local told = {tonumber(arg()), tonumber(arg()), tonumber(arg()), tonumber(arg())}
+local proofs = {args(2)}
+local prompt, counted = args(2)
+prompt, counted = tonumber(prompt), counted == '1'
+-- The calibration's bounds and the cost told are read as strings and
+-- parsed only on the paths that use them: parsing is most of the work.
+local minR, maxR, half = args(3)
+local told = {args(4)}
 
 checkEpochs()
 sweepAll()
@@ -34,9 +36,9 @@ if other then return wrongTenant(other) end
 local held = 0
 if t and t.s == 'g' then
   local delta = {}
-  for j = 1, 4 do delta[j] = actual[j] - tonumber(t['c' .. j]) end
+  for j = 1, 4 do delta[j] = actual[j] - t.cost[j] end
   for _, b in ipairs(budgets) do
-    adjust(b, delta, tonumber(t.w))
+    adjust(b, delta, t.at)
     if b.conc then redis.call('ZREM', b.L, ticketID) end
   end
   -- The gates are corrected too: a provider counts what a call used.
@@ -46,7 +48,7 @@ if t and t.s == 'g' then
 elseif not t then
   local over, any = {}, false
   for j = 1, 4 do
-    over[j] = actual[j] - told[j]
+    over[j] = actual[j] - tonumber(told[j])
     if over[j] > 0 then any = true else over[j] = 0 end
   end
   if any then
@@ -55,7 +57,7 @@ elseif not t then
   if regrant(ticketID, nil, proofs) then held = 1 end
 end
 observe(root)
-if counted and prompt > 0 and actual[3] > 0 then learn(actual[3] / prompt, minR, maxR, half) end
+if counted and prompt > 0 and actual[3] > 0 then learn(actual[3] / prompt, tonumber(minR), tonumber(maxR), tonumber(half)) end
 -- A call counted as it went earns back a little of the margin.
 if counted and (root.mb < 1 or root.mr < 1) then
   local mb, mr = root.mb + BURST_GAIN, root.mr + RATE_GAIN

@@ -16,22 +16,29 @@
 -- ticket returns the live ticket T, or nil; and, when it was reserved
 -- under another tenant than the call's, that tenant ("." and its name). A
 -- record of a form this script cannot read is dropped and counted.
+--
+-- Its fields are the record's strings, which saveTicket writes back as
+-- they are, and, parsed once (parsing is most of a script's own work),
+-- cost, the charge as numbers (c1..c4), and at, the time it was charged
+-- at (w): neither changes but through today, which keeps w and at in step.
 local function ticket()
   local raw = redis.call('GET', T)
   if not raw then return nil end
   local t = {}
   t.s, t.m, t.x, t.a, t.c1, t.c2, t.c3, t.c4, t.w, t.n, t.g, t.q =
     string.match(raw, '^([qg]) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
-  if not (t.s and tonumber(t.m) and tonumber(t.x) and tonumber(t.c1) and tonumber(t.c2) and tonumber(t.c3) and
-    tonumber(t.c4) and tonumber(t.w)) then
+  local x, at = tonumber(t.x), tonumber(t.w)
+  local c = {tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)}
+  if not (t.s and tonumber(t.m) and x and at and c[1] and c[2] and c[3] and c[4]) then
     redis.call('DEL', T)
     unreadable()
     return nil
   end
-  if tonumber(t.x) <= now then
+  if x <= now then
     return nil -- expired: unknown, whatever PEXPIRE has not yet collected
   end
   if t.n ~= tenant then return nil, t.n end
+  t.cost, t.at = c, at
   return t
 end
 
@@ -67,7 +74,7 @@ end
 local function reply(outcome, wait, reason, axis, preason, lease, t, expiry)
   local r = {outcome, num(wait), reason, tonumber(axis) or 0, preason or '', lease and num(lease) or '', num(now), 0, 0, 0, 0,
     expiry and num(expiry) or '', root.ep ~= root.known and root.ep or 0}
-  if t then r[8], r[9], r[10], r[11] = tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4) end
+  if t then r[8], r[9], r[10], r[11] = t.cost[1], t.cost[2], t.cost[3], t.cost[4] end
   if own then r[14] = own.ep ~= own.known and own.ep or 0 end
   for _, b in ipairs({root, own}) do
     if b.daily then
@@ -89,8 +96,7 @@ end
 -- daily axis whose window today has no room for the call (low: within the
 -- priority reserve), changing nothing then. id is t's.
 local function today(t, id, low)
-  local w = tonumber(t.w)
-  local c = {tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)}
+  local w, c = t.at, t.cost
   local moves = {}
   for _, b in ipairs(budgets) do
     for k = 1, b.n do
@@ -113,7 +119,7 @@ local function today(t, id, low)
   -- Its queue members name the day it was charged in: they go with it.
   local old = member(t, id)
   for _, b in ipairs(budgets) do redis.call('ZREM', b.Q, old) end
-  t.w = nowS
+  t.w, t.at = nowS, now
   return nil
 end
 
@@ -167,10 +173,10 @@ local function lease(t, ticketID, fresh, grantTTL, queueTTL, low)
     if spent then
       -- Today has no room for it: the call is refused as a new one would
       -- be, and its ticket is given up.
-      local c = {tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)}
+      local c = t.cost
       local m = member(t, ticketID)
       for _, b in ipairs(budgets) do
-        adjust(b, {-c[1], -c[2], -c[3], -c[4]}, tonumber(t.w))
+        adjust(b, {-c[1], -c[2], -c[3], -c[4]}, t.at)
         redis.call('ZREM', b.Q, m)
       end
       redis.call('DEL', T)
@@ -188,7 +194,7 @@ local function lease(t, ticketID, fresh, grantTTL, queueTTL, low)
     -- attempt that crashed) gave that start to nobody: it gives it back
     -- and takes one anew, so it cannot start together with the call after
     -- it.
-    local c = {tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)}
+    local c = t.cost
     if t.s == 'g' then gate(c, 0, -1, tonumber(t.m)) end
     wait = start(c)
     t.m = fmt(now + wait)
