@@ -30,6 +30,7 @@ func openAIAnswer(req Request, c *openai.ChatCompletion, raw *http.Response) (Re
 		// OpenAI's tokens-per-minute limit keeps its up-front estimate:
 		// max_tokens or the prompt, as OpenAI counts the prompt.
 		RateLimitTokens: max(req.MaxOutputTokens, c.Usage.PromptTokens),
+		ToolCalls:       openAIToolCalls(c.Choices[0].Message.ToolCalls),
 	}, nil
 }
 
@@ -40,10 +41,16 @@ func anthropicAnswer(req Request, msg *anthropic.Message, raw *http.Response) (R
 	if msg == nil || !msg.JSON.Content.Valid() {
 		return Response{}, malformed(req, raw, "holds no content", nil)
 	}
-	var text strings.Builder
+	var (
+		text  strings.Builder
+		calls []ToolCall
+	)
 	for _, b := range msg.Content {
-		if b.Type == "text" {
+		switch b.Type {
+		case "text":
 			text.WriteString(b.Text)
+		case "tool_use":
+			calls = append(calls, ToolCall{ID: b.ID, Name: b.Name, Arguments: rawArguments(string(b.Input))})
 		}
 	}
 	return Response{
@@ -56,6 +63,7 @@ func anthropicAnswer(req Request, msg *anthropic.Message, raw *http.Response) (R
 		Provider:  Anthropic,
 		Model:     string(msg.Model),
 		RequestID: header(raw, requestIDHeader(Anthropic)),
+		ToolCalls: calls,
 	}, nil
 }
 

@@ -88,17 +88,7 @@ func (a *Activities) Complete(ctx context.Context, req Request) (Response, error
 }
 
 func (a *Activities) completeOpenAI(ctx context.Context, req Request, p *pulse) (Response, error) {
-	msgs := make([]openai.ChatCompletionMessageParamUnion, 0, len(req.Messages)+1)
-	if req.System != "" {
-		msgs = append(msgs, openai.SystemMessage(req.System))
-	}
-	for _, m := range req.Messages {
-		if m.Role == RoleAssistant {
-			msgs = append(msgs, openai.AssistantMessage(m.Content))
-		} else {
-			msgs = append(msgs, openai.UserMessage(m.Content))
-		}
-	}
+	msgs := openAIMessages(req)
 	params := openai.ChatCompletionNewParams{
 		Model:               req.Model,
 		Messages:            msgs,
@@ -107,6 +97,7 @@ func (a *Activities) completeOpenAI(ctx context.Context, req Request, p *pulse) 
 	if req.Temperature != nil {
 		params.Temperature = openai.Float(*req.Temperature)
 	}
+	openAITools(req, &params)
 	if req.Stream {
 		return a.streamOpenAI(ctx, req, params, p)
 	}
@@ -122,18 +113,12 @@ func (a *Activities) completeAnthropic(ctx context.Context, req Request, p *puls
 	params := anthropic.MessageNewParams{
 		Model:     anthropic.Model(req.Model),
 		MaxTokens: req.MaxOutputTokens,
-		Messages:  make([]anthropic.MessageParam, 0, len(req.Messages)),
+		Messages:  anthropicMessages(req),
 	}
 	if req.System != "" {
 		params.System = []anthropic.TextBlockParam{{Text: req.System}}
 	}
-	for _, m := range req.Messages {
-		if m.Role == RoleAssistant {
-			params.Messages = append(params.Messages, anthropic.NewAssistantMessage(anthropic.NewTextBlock(m.Content)))
-		} else {
-			params.Messages = append(params.Messages, anthropic.NewUserMessage(anthropic.NewTextBlock(m.Content)))
-		}
-	}
+	anthropicTools(req, &params)
 	var opts []anthropicoption.RequestOption
 	if req.Temperature != nil {
 		// The SDK no longer models temperature; the API still reads it.

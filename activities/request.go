@@ -19,8 +19,8 @@ const (
 	Gemini = "gemini"
 )
 
-// The roles a Message may have. The system prompt is Request.System, not a
-// message.
+// The roles a Message may have (and RoleTool, for tool results). The
+// system prompt is Request.System, not a message.
 const (
 	RoleUser      = "user"
 	RoleAssistant = "assistant"
@@ -28,10 +28,18 @@ const (
 
 // Message is one turn of a conversation.
 type Message struct {
-	// Role is RoleUser or RoleAssistant.
+	// Role is RoleUser, RoleAssistant or RoleTool.
 	Role string `json:"role"`
-	// Content is the turn's text.
+	// Content is the turn's text; empty on a RoleTool message, and may be
+	// empty on an assistant message that only calls tools.
 	Content string `json:"content"`
+	// ToolCalls, on an assistant message, are the tool calls the model made
+	// in that turn (Response.ToolCalls, sent back as they came). The next
+	// message must then be a RoleTool message answering each of them.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolResults, on a RoleTool message, answer the tool calls of the
+	// assistant message just before it: one result per call.
+	ToolResults []ToolResult `json:"tool_results,omitempty"`
 }
 
 // Request is a provider-neutral LLM call, the input of Activities.Complete.
@@ -71,6 +79,13 @@ type Request struct {
 	// would refuse without streaming (one that may take over ten minutes)
 	// streams whatever Stream says; see Activities.Complete.
 	Stream bool `json:"stream,omitempty"`
+	// Tools are the functions the model may call; none means a text-only
+	// call. The model's calls come back in Response.ToolCalls, and their
+	// results go in a RoleTool message of the next request.
+	Tools []Tool `json:"tools,omitempty"`
+	// ToolChoice says whether the model must, may or must not call tools;
+	// the zero value lets it choose. Set only with Tools.
+	ToolChoice ToolChoice `json:"tool_choice,omitzero"`
 }
 
 var _ quota.Governed = Request{}
@@ -92,10 +107,13 @@ func (r Request) Validate() error {
 		return invalid("request.messages", "", "is empty", "send at least one user message")
 	}
 	for i, m := range r.Messages {
-		if m.Role != RoleUser && m.Role != RoleAssistant {
+		if m.Role != RoleUser && m.Role != RoleAssistant && m.Role != RoleTool {
 			return invalid(fmt.Sprintf("request.messages[%d].role", i), m.Role, "is not a supported role",
-				`use "user" or "assistant"; put a system prompt in request.system`)
+				`use "user", "assistant" or "tool"; put a system prompt in request.system`)
 		}
+	}
+	if err := r.validateTools(); err != nil {
+		return err
 	}
 	if r.MaxOutputTokens <= 0 {
 		return invalid("request.max_output_tokens", strconv.FormatInt(r.MaxOutputTokens, 10), "must be positive",
@@ -128,11 +146,12 @@ func maxTemperature(provider string) float64 {
 }
 
 // Characters counts the characters (Unicode code points) of the system
-// prompt and every message: what the estimators size a prompt by.
+// prompt, the tools' definitions and every message (text, tool calls and
+// tool results): what the estimators size a prompt by.
 func (r Request) Characters() int64 {
-	n := int64(utf8.RuneCountInString(r.System))
+	n := int64(utf8.RuneCountInString(r.System)) + r.toolCharacters()
 	for _, m := range r.Messages {
-		n += int64(utf8.RuneCountInString(m.Content))
+		n += m.characters()
 	}
 	return n
 }
@@ -172,6 +191,7 @@ func (r Request) QuotaCharge() (quota.Charge, error) {
 func (r Request) WithModel(provider, model string) Request {
 	r.Provider, r.Model = provider, model
 	r.Messages = append([]Message(nil), r.Messages...)
+	r.Tools = append([]Tool(nil), r.Tools...)
 	if r.Temperature != nil {
 		t := *r.Temperature
 		r.Temperature = &t
@@ -213,6 +233,17 @@ type Response struct {
 	// prompt's tokens, and does not correct it afterwards; Gemini counts
 	// the prompt's tokens only.
 	RateLimitTokens int64 `json:"rate_limit_tokens,omitempty"`
+	// ToolCalls are the tool calls the model made, in order; none when it
+	// answered in text. Run them, then send the answer back as an
+	// assistant Message (Text and ToolCalls) followed by a RoleTool
+	// Message with one ToolResult per call.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// Message is the answer as an assistant Message, to append to the
+// conversation of the next request.
+func (r Response) Message() Message {
+	return Message{Role: RoleAssistant, Content: r.Text, ToolCalls: r.ToolCalls}
 }
 
 var _ quota.Metered = Response{}
