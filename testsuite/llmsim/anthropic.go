@@ -32,9 +32,10 @@ type anthropicRequest struct {
 	} `json:"messages"`
 	Stream bool `json:"stream"`
 	Tools  []struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		InputSchema json.RawMessage `json:"input_schema"`
+		Name         string          `json:"name"`
+		Description  string          `json:"description"`
+		InputSchema  json.RawMessage `json:"input_schema"`
+		CacheControl json.RawMessage `json:"cache_control,omitempty"`
 	} `json:"tools"`
 	ToolChoice *struct {
 		Type string `json:"type"`
@@ -52,6 +53,23 @@ type anthropicBlock struct {
 	Input     json.RawMessage `json:"input"`
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
+	// CacheControl marks a cache breakpoint after the block.
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+}
+
+// anthropicPrefix is the blocks as the prompt cache matches them: without
+// their cache_control, which moves from turn to turn, and whether any had
+// one.
+func anthropicPrefix(blocks []anthropicBlock) ([]byte, bool) {
+	bp := false
+	plain := make([]anthropicBlock, len(blocks))
+	for i, b := range blocks {
+		bp = bp || len(b.CacheControl) > 0 && string(b.CacheControl) != "null"
+		b.CacheControl = nil
+		plain[i] = b
+	}
+	raw, _ := json.Marshal(plain)
+	return raw, bp
 }
 
 // anthropicBlocks reads a message content: a string, or an array of
@@ -85,17 +103,27 @@ func (anthropicDialect) parse(body []byte) (call, *apiError) {
 		return c, &apiError{kind: kindInvalid, detail: "messages: at least one message is required"}
 	}
 	c.maxTokens, c.stream = *req.MaxTokens, req.Stream
-	sys, ok := textOf(req.System)
-	if !ok {
-		return c, &apiError{kind: kindInvalid, detail: "system: must be a string or an array of text blocks"}
-	}
-	c.chars = runeCount(sys)
+	// The cache's prefix order: tools, system, messages.
 	for i, t := range req.Tools {
 		if t.Name == "" || len(t.InputSchema) == 0 {
 			return c, &apiError{kind: kindInvalid, detail: fmt.Sprintf("tools.%d: a custom tool needs name and input_schema", i)}
 		}
 		c.tools = append(c.tools, t.Name)
 		c.chars += runeCount(t.Name) + runeCount(t.Description) + rawChars(t.InputSchema)
+		bp := len(t.CacheControl) > 0 && string(t.CacheControl) != "null"
+		t.CacheControl = nil
+		raw, _ := json.Marshal(t)
+		c.mark(raw, bp)
+	}
+	sys, ok := textOf(req.System)
+	if !ok {
+		return c, &apiError{kind: kindInvalid, detail: "system: must be a string or an array of text blocks"}
+	}
+	if sys != "" {
+		c.chars += runeCount(sys)
+		sysBlocks, _ := anthropicBlocks(req.System)
+		raw, bp := anthropicPrefix(sysBlocks)
+		c.mark(raw, bp)
 	}
 	c.choice = toolChoice{mode: "auto"}
 	if tc := req.ToolChoice; tc != nil {
@@ -146,14 +174,22 @@ func (anthropicDialect) parse(body []byte) (call, *apiError) {
 		if m.Role == "user" && text != "" {
 			c.prompt = text
 		}
+		raw, bp := anthropicPrefix(blocks)
+		c.mark(append([]byte(m.Role), raw...), bp)
 	}
 	return c, nil
 }
 
 // cost charges the prompt's tokens as the model counts them, and max_tokens
 // output tokens until the answer is known (see adjust).
+//
+// Tokens read from the prompt cache are not counted against input tokens
+// per minute: only input_tokens and cache_creation_input_tokens are, as
+// Anthropic documents for its current models
+// (https://docs.anthropic.com/en/api/rate-limits, "cache-aware ITPM").
 func (anthropicDialect) cost(c call) cost {
-	return cost{requests: 1, input: c.input, output: c.maxTokens, tokens: c.input + c.maxTokens}
+	in := c.input - c.cacheRead
+	return cost{requests: 1, input: in, output: c.maxTokens, tokens: in + c.maxTokens}
 }
 
 // adjust gives back the output tokens the answer did not use: Anthropic
@@ -295,10 +331,10 @@ func anthropicStopReason(a answer) string {
 // anthropicUsage is an answer's usage object.
 func anthropicUsage(a answer) map[string]any {
 	return map[string]any{
-		"input_tokens":                a.in,
+		"input_tokens":                a.in - a.cacheRead - a.cacheWrite,
 		"output_tokens":               a.out,
-		"cache_creation_input_tokens": 0,
-		"cache_read_input_tokens":     0,
+		"cache_creation_input_tokens": a.cacheWrite,
+		"cache_read_input_tokens":     a.cacheRead,
 		"service_tier":                "standard",
 	}
 }

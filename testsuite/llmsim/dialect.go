@@ -46,6 +46,12 @@ type call struct {
 	tools       []string
 	choice      toolChoice
 	toolResults int
+	// marks are the prompt's prefix boundaries, in order (see cache.go);
+	// cacheRead and cacheWrite are the tokens read from and written to the
+	// prompt cache, set by Sim, and hit the entry read.
+	marks                 []mark
+	cacheRead, cacheWrite int64
+	hit                   uint64
 }
 
 // answer is the deterministic reply to a call.
@@ -54,6 +60,9 @@ type answer struct {
 	text      string
 	truncated bool // cut at max_tokens
 	in, out   int64
+	// cacheRead and cacheWrite are the parts of in read from and written
+	// to the prompt cache.
+	cacheRead, cacheWrite int64
 	// tool, when set, is the tool the model calls instead of answering in
 	// text (text is then empty).
 	tool *toolCall
@@ -104,7 +113,7 @@ type apiError struct {
 // and the prompt itself, cut to max_tokens (as the model counts tokens) when
 // set.
 func compose(c call, requestID string) answer {
-	a := answer{id: requestID, in: c.input}
+	a := answer{id: requestID, in: c.input, cacheRead: c.cacheRead, cacheWrite: c.cacheWrite}
 	if tc := chooseTool(c, requestID); tc != nil {
 		a.tool = tc
 		a.out = c.spec.tokens(runeCount(tc.name) + runeCount(tc.args))

@@ -146,6 +146,10 @@ func (d geminiDialect) parse(body []byte) (call, *apiError) {
 	if perr := req.tools(&c); perr != nil {
 		return c, perr
 	}
+	if c.chars > 0 {
+		raw, _ := json.Marshal([]any{req.SystemInstruction, req.Tools})
+		c.mark(raw, false)
+	}
 	for i, m := range req.Contents {
 		if m.Role != "" && m.Role != "user" && m.Role != "model" && m.Role != "function" {
 			return c, &apiError{kind: kindInvalid, detail: fmt.Sprintf("Please use a valid role: user, model. (contents[%d].role is %q)", i, m.Role)}
@@ -167,6 +171,8 @@ func (d geminiDialect) parse(body []byte) (call, *apiError) {
 		if m.Role != "model" && text != "" {
 			c.prompt = text
 		}
+		raw, _ := json.Marshal(m)
+		c.mark(raw, false)
 	}
 	if n := req.GenerationConfig.MaxOutputTokens; n != nil {
 		if *n < 1 {
@@ -312,13 +318,22 @@ func (geminiDialect) writeAnswer(w http.ResponseWriter, c call, a answer, _ stri
 			"finishReason": finish,
 			"index":        0,
 		}},
-		"usageMetadata": map[string]any{
+		"usageMetadata": geminiUsage(map[string]any{
 			"promptTokenCount":     a.in,
 			"candidatesTokenCount": a.out,
 			"totalTokenCount":      a.in + a.out,
 			"promptTokensDetails":  []any{map[string]any{"modality": "TEXT", "tokenCount": a.in}},
-		},
+		}, a),
 		"modelVersion": c.model,
 		"responseId":   strings.TrimPrefix(a.id, "req_"),
 	})
+}
+
+// geminiUsage adds cachedContentTokenCount, the part of the prompt read
+// from the implicit cache, when there is one.
+func geminiUsage(u map[string]any, a answer) map[string]any {
+	if a.cacheRead > 0 {
+		u["cachedContentTokenCount"] = a.cacheRead
+	}
+	return u
 }

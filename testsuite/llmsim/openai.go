@@ -81,6 +81,10 @@ func (openAIDialect) parse(body []byte) (call, *apiError) {
 		c.tools = append(c.tools, t.Function.Name)
 		c.chars += runeCount(t.Function.Name) + runeCount(t.Function.Description) + rawChars(t.Function.Parameters)
 	}
+	if len(req.Tools) > 0 {
+		raw, _ := json.Marshal(req.Tools)
+		c.mark(raw, false)
+	}
 	choice, perr := openAIToolChoice(req.ToolChoice, c)
 	if perr != nil {
 		return c, perr
@@ -109,6 +113,8 @@ func (openAIDialect) parse(body []byte) (call, *apiError) {
 			}
 			c.toolResults++
 		}
+		raw, _ := json.Marshal(m)
+		c.mark(raw, false)
 	}
 	for _, n := range [...]*int64{req.MaxCompletionTokens, req.MaxTokens} {
 		if n != nil {
@@ -294,7 +300,7 @@ func openAIUsage(a answer) map[string]any {
 		"prompt_tokens":             a.in,
 		"completion_tokens":         a.out,
 		"total_tokens":              a.in + a.out,
-		"prompt_tokens_details":     map[string]any{"cached_tokens": 0, "audio_tokens": 0},
+		"prompt_tokens_details":     map[string]any{"cached_tokens": a.cacheRead, "audio_tokens": 0},
 		"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
 	}
 }
