@@ -98,6 +98,7 @@ func (a *Activities) completeOpenAI(ctx context.Context, req Request, p *pulse) 
 		params.Temperature = openai.Float(*req.Temperature)
 	}
 	openAITools(req, &params)
+	openAICaching(req, &params)
 	if req.Stream {
 		return a.streamOpenAI(ctx, req, params, p)
 	}
@@ -119,6 +120,7 @@ func (a *Activities) completeAnthropic(ctx context.Context, req Request, p *puls
 		params.System = []anthropic.TextBlockParam{{Text: req.System}}
 	}
 	anthropicTools(req, &params)
+	anthropicCaching(req, &params)
 	var opts []anthropicoption.RequestOption
 	if req.Temperature != nil {
 		// The SDK no longer models temperature; the API still reads it.

@@ -89,8 +89,9 @@ func geminiAnswer(req Request, resp *genai.GenerateContentResponse, raw *http.Re
 	}
 	if u := resp.UsageMetadata; u != nil {
 		out.Usage = Usage{
-			InputTokens:  int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount),
-			OutputTokens: int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
+			InputTokens:     int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount),
+			OutputTokens:    int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
+			CacheReadTokens: int64(u.CachedContentTokenCount),
 		}
 	}
 	// Gemini's tokens per minute count the prompt alone.

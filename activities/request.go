@@ -86,6 +86,9 @@ type Request struct {
 	// ToolChoice says whether the model must, may or must not call tools;
 	// the zero value lets it choose. Set only with Tools.
 	ToolChoice ToolChoice `json:"tool_choice,omitzero"`
+	// Caching asks for prompt caching and says which prefix the estimate
+	// may expect to be read from the cache; see Caching.
+	Caching Caching `json:"caching,omitzero"`
 }
 
 var _ quota.Governed = Request{}
@@ -113,6 +116,9 @@ func (r Request) Validate() error {
 		}
 	}
 	if err := r.validateTools(); err != nil {
+		return err
+	}
+	if err := r.validateCaching(); err != nil {
 		return err
 	}
 	if r.MaxOutputTokens <= 0 {
@@ -177,7 +183,12 @@ func (r Request) QuotaCharge() (quota.Charge, error) {
 	case OpenAI:
 		cost = EstimateOpenAI(r.Characters(), r.MaxOutputTokens)
 	case Anthropic:
-		cost = EstimateAnthropic(r.Characters(), r.MaxOutputTokens)
+		// Cache reads do not count toward Anthropic's input tokens per
+		// minute: the warm prefix is charged nothing, and the prompt
+		// calibrated is the rest.
+		cold := r.Characters() - r.warmCharacters()
+		cost = EstimateAnthropic(cold, r.MaxOutputTokens)
+		return quota.Charge{Key: key, Cost: cost, Priority: r.Priority, Prompt: EstimateTokens(cold)}, nil
 	case Gemini:
 		cost = EstimateGemini(r.Characters(), r.MaxOutputTokens)
 	}
@@ -201,10 +212,18 @@ func (r Request) WithModel(provider, model string) Request {
 
 // Usage is what a call used, from the provider's usage block.
 type Usage struct {
-	// InputTokens is the prompt's tokens (for Anthropic, including tokens
-	// written to the prompt cache; for Gemini, including tool-use prompt
+	// InputTokens is the prompt's tokens, including those read from and
+	// written to the prompt cache (for Gemini, including tool-use prompt
 	// tokens).
 	InputTokens int64 `json:"input_tokens"`
+	// CacheReadTokens is the part of InputTokens read from the prompt
+	// cache (Anthropic cache_read_input_tokens, OpenAI
+	// prompt_tokens_details.cached_tokens, Gemini cachedContentTokenCount).
+	CacheReadTokens int64 `json:"cache_read_tokens,omitempty"`
+	// CacheWriteTokens is the part of InputTokens written to the prompt
+	// cache (Anthropic cache_creation_input_tokens; the others report
+	// none).
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
 	// OutputTokens is the answer's tokens (for Gemini, including thinking
 	// tokens, which are billed as output).
 	OutputTokens int64 `json:"output_tokens"`
@@ -251,15 +270,23 @@ var _ quota.Metered = Response{}
 // QuotaUsage implements quota.Metered: one request and the tokens the
 // provider counted, which is the usage unless RateLimitTokens says
 // otherwise.
+//
+// For Anthropic, whose input tokens per minute do not count cache reads,
+// the input tokens are the prompt's less those read from the cache: what
+// the estimate charged, and what calibration learns from.
 func (r Response) QuotaUsage() quota.Cost {
-	tokens := r.Usage.InputTokens + r.Usage.OutputTokens
+	in := r.Usage.InputTokens
+	if r.Provider == Anthropic {
+		in -= r.Usage.CacheReadTokens
+	}
+	tokens := in + r.Usage.OutputTokens
 	if r.RateLimitTokens > 0 {
 		tokens = r.RateLimitTokens
 	}
 	return quota.Cost{
 		Requests:     1,
 		Tokens:       tokens,
-		InputTokens:  r.Usage.InputTokens,
+		InputTokens:  in,
 		OutputTokens: r.Usage.OutputTokens,
 	}
 }
