@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -29,7 +30,18 @@ type AgentInput struct {
 	// Tenant and Priority are passed to every call (see activities.Request).
 	Tenant   string         `json:"tenant,omitempty"`
 	Priority quota.Priority `json:"priority,omitempty"`
+	// Cache turns prompt caching on for every call (activities.Caching.On):
+	// each turn whose previous call was answered within CacheLifetime
+	// tells its estimate that the conversation so far is warm
+	// (Caching.Warm), so Anthropic's input tokens are charged for the new
+	// part alone, as Anthropic counts them.
+	Cache bool `json:"cache,omitempty"`
 }
+
+// CacheLifetime is how long after a call the agent expects its prompt to
+// stay in the provider's cache: 5 minutes, the lifetime of Anthropic's
+// ephemeral cache and OpenAI's in-memory one, each use refreshing it.
+const CacheLifetime = 5 * time.Minute
 
 // AgentResult is what AgentWorkflow returns.
 type AgentResult struct {
@@ -64,8 +76,19 @@ func AgentWorkflow(ctx workflow.Context, in AgentInput) (AgentResult, error) {
 		Priority:        in.Priority,
 		Messages:        []activities.Message{{Role: activities.RoleUser, Content: in.Task}},
 	}
-	var out AgentResult
+	req.Caching.On = in.Cache
+	var (
+		out      AgentResult
+		answered time.Time // when the previous call was answered
+	)
 	for turn := 1; turn <= in.Turns; turn++ {
+		if in.Cache && turn > 1 && workflow.Now(ctx).Sub(answered) < CacheLifetime {
+			// What the previous call sent: all but its answer and the
+			// new user message.
+			req.Caching.Warm = len(req.Messages) - 2
+		} else {
+			req.Caching.Warm = 0
+		}
 		var resp activities.Response
 		if err := workflow.ExecuteActivity(ctx, activities.CompleteActivity, req).Get(ctx, &resp); err != nil {
 			return out, fmt.Errorf("turn %d of %d: %w", turn, in.Turns, err)
@@ -74,6 +97,9 @@ func AgentWorkflow(ctx workflow.Context, in AgentInput) (AgentResult, error) {
 		out.Answer = resp.Text
 		out.Usage.InputTokens += resp.Usage.InputTokens
 		out.Usage.OutputTokens += resp.Usage.OutputTokens
+		out.Usage.CacheReadTokens += resp.Usage.CacheReadTokens
+		out.Usage.CacheWriteTokens += resp.Usage.CacheWriteTokens
+		answered = workflow.Now(ctx)
 		req.Messages = append(req.Messages,
 			activities.Message{Role: activities.RoleAssistant, Content: resp.Text},
 			activities.Message{Role: activities.RoleUser, Content: fmt.Sprintf("Good. Now step %d: refine the plan.", turn+1)})
