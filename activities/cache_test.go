@@ -69,3 +69,22 @@ func TestValidateCaching(t *testing.T) {
 		})
 	}
 }
+
+// QuotaPrompt is the estimate of the part of the prompt the usage's input
+// tokens count: for Anthropic, the share not read from the cache.
+func TestResponseQuotaPrompt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		resp Response
+		want int64
+	}{
+		{"anthropic, half read from the cache", Response{Provider: Anthropic, PromptEstimate: 1000, Usage: Usage{InputTokens: 1200, CacheReadTokens: 600}}, 500},
+		{"anthropic, nothing read", Response{Provider: Anthropic, PromptEstimate: 1000, Usage: Usage{InputTokens: 1200}}, 1000},
+		{"openai counts cached tokens", Response{Provider: OpenAI, PromptEstimate: 1000, Usage: Usage{InputTokens: 1200, CacheReadTokens: 600}}, 1000},
+		{"size unknown", Response{Provider: Anthropic, Usage: Usage{InputTokens: 1200, CacheReadTokens: 600}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, tc.resp.QuotaPrompt())
+		})
+	}
+}

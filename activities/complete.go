@@ -74,6 +74,9 @@ func (a *Activities) Complete(ctx context.Context, req Request) (Response, error
 			"set config."+req.Provider+".api_key on the worker, or send the request to a worker that has it")
 		return Response{}, temporal.NewNonRetryableApplicationError(err.Error(), tollgate.ProviderNotConfigured, err)
 	}
+	if err == nil {
+		resp.PromptEstimate = EstimateTokens(req.Characters())
+	}
 	if activity.IsActivity(ctx) {
 		// Never the key, the prompt or the answer: only what the call was and used.
 		logger := activity.GetLogger(ctx)

@@ -257,6 +257,10 @@ type Response struct {
 	// assistant Message (Text and ToolCalls) followed by a RoleTool
 	// Message with one ToolResult per call.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// PromptEstimate is the whole prompt's estimated tokens as the request
+	// was sized (EstimateTokens of Request.Characters): with the usage, what
+	// QuotaPrompt calibrates from.
+	PromptEstimate int64 `json:"prompt_estimate,omitempty"`
 }
 
 // Message is the answer as an assistant Message, to append to the
@@ -265,7 +269,28 @@ func (r Response) Message() Message {
 	return Message{Role: RoleAssistant, Content: r.Text, ToolCalls: r.ToolCalls}
 }
 
-var _ quota.Metered = Response{}
+var (
+	_ quota.Metered         = Response{}
+	_ quota.PromptEstimated = Response{}
+)
+
+// QuotaPrompt implements quota.PromptEstimated: the estimate of the part of
+// the prompt QuotaUsage's input tokens count. That is the whole prompt's,
+// but for an Anthropic call that read from the prompt cache, whose input
+// tokens leave the cache reads out: its share of PromptEstimate is that of
+// the tokens not read (input tokens less cache reads, over input tokens).
+// Calibration so learns the tokenizer's ratio whatever the cache did, even
+// when it read a prefix another conversation wrote (the estimate charged
+// it) or missed one the estimate expected (the estimate charged it not).
+// Zero when the request's size is not known.
+func (r Response) QuotaPrompt() int64 {
+	in := r.Usage.InputTokens
+	if r.Provider != Anthropic || r.Usage.CacheReadTokens <= 0 || in <= 0 {
+		return r.PromptEstimate
+	}
+	uncached := max(in-r.Usage.CacheReadTokens, 0)
+	return int64(math.Ceil(float64(r.PromptEstimate) * float64(uncached) / float64(in)))
+}
 
 // QuotaUsage implements quota.Metered: one request and the tokens the
 // provider counted, which is the usage unless RateLimitTokens says

@@ -41,12 +41,12 @@ func registerTools(w worker.Worker) {
 }
 
 // toolAgent is an agent on provider/model with both tools: three model
-// calls (one per tool, then the answer). Its system prompt of about
-// systemTokens tokens starts with its own number, so no two agents share
-// a cached prefix.
+// calls (one per tool, then the answer). Every agent has the same system
+// prompt, of systemTokens tokens, so an agent's first call may read it
+// from the cache another agent's wrote.
 func toolAgent(provider, model string, n, systemTokens int) workflows.AgentInput {
 	const line = "You plan trips; call the tools for facts and answer briefly. "
-	system := fmt.Sprintf("Agent %d. ", n) + strings.Repeat(line, systemTokens*4/len(line)+1)
+	system := strings.Repeat(line, systemTokens*4/len(line)+1)
 	return workflows.AgentInput{
 		Provider: provider, Model: model, System: system[:systemTokens*4],
 		Task:  fmt.Sprintf("Plan trip %d to Lisbon.", n),
@@ -118,13 +118,50 @@ func TestToolAgentBurstOnEachProvider(t *testing.T) {
 				tc.provider, st.Accepted, is.Queued+is.Refused, cacheReads, snap.EstimateRatio)
 			if tc.provider == activities.Anthropic {
 				// Each turn after the first reads the conversation so far
-				// from the cache, and calibration learns on the part not
-				// read: llmsim's tokenizer is characters/4 here, so the
-				// ratio stays near 1, not at the 0.5 floor it would reach
-				// comparing the whole prompt with what Anthropic counts.
+				// from the cache, and a first turn may read the system
+				// prompt another agent wrote; calibration learns on the
+				// part not read: llmsim's tokenizer is characters/4 here,
+				// so the ratio stays near 1, not at the 0.5 floor it
+				// would reach comparing what Anthropic counts with the
+				// estimate of more than it counted.
 				require.Greater(t, cacheReads, int64(agents*len(agentTools)*tc.systemTokens), "later turns read the prompt from the cache")
 				require.Greater(t, snap.EstimateRatio, 0.8, "calibration learned on the uncached part")
 			}
 		})
 	}
+}
+
+// Agents that share a long system prompt: each one's first call reads the
+// prefix an earlier agent's call wrote to Anthropic's cache, though its
+// estimate (a new conversation) charged the whole prompt. Calibration
+// compares what Anthropic counted (the tokens not read from the cache)
+// with the estimate of those same tokens, so the learned ratio stays at
+// the tokenizer's (characters/4 here), not pulled to the 0.5 floor by the
+// estimate of tokens Anthropic never counted.
+func TestCalibrationLearnsOnTheUncachedPart(t *testing.T) {
+	const model = "claude-shared"
+	e := newEnv(t, llmsim.Config{Models: []llmsim.Model{{Provider: llmsim.Anthropic, Name: model,
+		RequestsPerMinute: 10_000, InputTokensPerMinute: 1_000_000, OutputTokensPerMinute: 1_000_000}}})
+	key := quota.Key{Provider: activities.Anthropic, Model: model}
+	store := memoryStore(t, map[quota.Key]quota.Policy{key: {Limits: []quota.Limit{
+		quota.PerMinute(quota.Requests, 10_000).WithBurst(time.Minute),
+		quota.PerMinute(quota.InputTokens, 1_000_000).WithBurst(time.Minute),
+	}}})
+	e.startWorker(interceptor.Options{Store: store})
+
+	var read int64
+	for i := range 5 {
+		in := toolAgent(activities.Anthropic, model, i, 1500)
+		in.Tools = nil // one call each
+		out, err := e.result(e.start(fmt.Sprintf("shared-%d", i), in))
+		require.NoError(t, err)
+		if i > 0 {
+			require.Positive(t, out.Usage.CacheReadTokens, "agent %d read the shared system prompt from the cache", i)
+		}
+		read += out.Usage.CacheReadTokens
+	}
+	snap, err := store.Snapshot(context.Background(), key)
+	require.NoError(t, err)
+	t.Logf("5 agents read %d tokens from the cache; learned estimate ratio %.2f", read, snap.EstimateRatio)
+	require.InDelta(t, 1, snap.EstimateRatio, 0.1, "the ratio is the tokenizer's")
 }
