@@ -270,11 +270,11 @@ func (r Response) Message() Message {
 }
 
 var (
-	_ quota.Metered         = Response{}
-	_ quota.PromptEstimated = Response{}
+	_ quota.Metered       = Response{}
+	_ quota.CountedPrompt = Response{}
 )
 
-// QuotaPrompt implements quota.PromptEstimated: the estimate of the part of
+// QuotaPrompt implements quota.CountedPrompt: the estimate of the part of
 // the prompt QuotaUsage's input tokens count. That is the whole prompt's,
 // but for an Anthropic call that read from the prompt cache, whose input
 // tokens leave the cache reads out: its share of PromptEstimate is that of

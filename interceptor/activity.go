@@ -349,7 +349,7 @@ func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr 
 		if m, ok := res.(quota.Metered); ok {
 			actual, counted = m.QuotaUsage(), true
 		}
-		if pe, ok := res.(quota.PromptEstimated); ok && prompt > 0 {
+		if pe, ok := res.(quota.CountedPrompt); ok && prompt > 0 {
 			if p := pe.QuotaPrompt(); p > 0 {
 				prompt = p
 			}

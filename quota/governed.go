@@ -28,7 +28,7 @@ type Metered interface {
 	QuotaUsage() Cost
 }
 
-// PromptEstimated is implemented by a Metered result that knows which part
+// CountedPrompt is implemented by a Metered result that knows which part
 // of its prompt the provider counted in QuotaUsage().InputTokens, where
 // that is not what its reservation's Prompt estimated: a call whose prompt
 // cache read more of the prompt, or less, than its estimate expected.
@@ -36,7 +36,7 @@ type Metered interface {
 // calibration), of the part counted; the interceptor settles with it as
 // Settlement.Prompt, so calibration compares like with like. Zero keeps the
 // reservation's Prompt.
-type PromptEstimated interface {
+type CountedPrompt interface {
 	Metered
 	QuotaPrompt() int64
 }
