@@ -23,13 +23,15 @@ func openAIAnswer(req Request, c *openai.ChatCompletion, raw *http.Response) (Re
 	return Response{
 		Text:         c.Choices[0].Message.Content,
 		FinishReason: c.Choices[0].FinishReason,
-		Usage:        Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens},
-		Provider:     OpenAI,
-		Model:        c.Model,
-		RequestID:    header(raw, requestIDHeader(OpenAI)),
+		Usage: Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens,
+			CacheReadTokens: c.Usage.PromptTokensDetails.CachedTokens},
+		Provider:  OpenAI,
+		Model:     c.Model,
+		RequestID: header(raw, requestIDHeader(OpenAI)),
 		// OpenAI's tokens-per-minute limit keeps its up-front estimate:
 		// max_tokens or the prompt, as OpenAI counts the prompt.
 		RateLimitTokens: max(req.MaxOutputTokens, c.Usage.PromptTokens),
+		ToolCalls:       openAIToolCalls(c.Choices[0].Message.ToolCalls),
 	}, nil
 }
 
@@ -40,22 +42,31 @@ func anthropicAnswer(req Request, msg *anthropic.Message, raw *http.Response) (R
 	if msg == nil || !msg.JSON.Content.Valid() {
 		return Response{}, malformed(req, raw, "holds no content", nil)
 	}
-	var text strings.Builder
+	var (
+		text  strings.Builder
+		calls []ToolCall
+	)
 	for _, b := range msg.Content {
-		if b.Type == "text" {
+		switch b.Type {
+		case "text":
 			text.WriteString(b.Text)
+		case "tool_use":
+			calls = append(calls, ToolCall{ID: b.ID, Name: b.Name, Arguments: rawArguments(string(b.Input))})
 		}
 	}
 	return Response{
 		Text:         text.String(),
 		FinishReason: string(msg.StopReason),
 		Usage: Usage{
-			InputTokens:  msg.Usage.InputTokens + msg.Usage.CacheCreationInputTokens,
-			OutputTokens: msg.Usage.OutputTokens,
+			InputTokens:      msg.Usage.InputTokens + msg.Usage.CacheCreationInputTokens + msg.Usage.CacheReadInputTokens,
+			OutputTokens:     msg.Usage.OutputTokens,
+			CacheReadTokens:  msg.Usage.CacheReadInputTokens,
+			CacheWriteTokens: msg.Usage.CacheCreationInputTokens,
 		},
 		Provider:  Anthropic,
 		Model:     string(msg.Model),
 		RequestID: header(raw, requestIDHeader(Anthropic)),
+		ToolCalls: calls,
 	}, nil
 }
 

@@ -74,6 +74,9 @@ func (a *Activities) Complete(ctx context.Context, req Request) (Response, error
 			"set config."+req.Provider+".api_key on the worker, or send the request to a worker that has it")
 		return Response{}, temporal.NewNonRetryableApplicationError(err.Error(), tollgate.ProviderNotConfigured, err)
 	}
+	if err == nil {
+		resp.PromptEstimate = EstimateTokens(req.Characters())
+	}
 	if activity.IsActivity(ctx) {
 		// Never the key, the prompt or the answer: only what the call was and used.
 		logger := activity.GetLogger(ctx)
@@ -88,17 +91,7 @@ func (a *Activities) Complete(ctx context.Context, req Request) (Response, error
 }
 
 func (a *Activities) completeOpenAI(ctx context.Context, req Request, p *pulse) (Response, error) {
-	msgs := make([]openai.ChatCompletionMessageParamUnion, 0, len(req.Messages)+1)
-	if req.System != "" {
-		msgs = append(msgs, openai.SystemMessage(req.System))
-	}
-	for _, m := range req.Messages {
-		if m.Role == RoleAssistant {
-			msgs = append(msgs, openai.AssistantMessage(m.Content))
-		} else {
-			msgs = append(msgs, openai.UserMessage(m.Content))
-		}
-	}
+	msgs := openAIMessages(req)
 	params := openai.ChatCompletionNewParams{
 		Model:               req.Model,
 		Messages:            msgs,
@@ -107,6 +100,8 @@ func (a *Activities) completeOpenAI(ctx context.Context, req Request, p *pulse) 
 	if req.Temperature != nil {
 		params.Temperature = openai.Float(*req.Temperature)
 	}
+	openAITools(req, &params)
+	openAICaching(req, &params)
 	if req.Stream {
 		return a.streamOpenAI(ctx, req, params, p)
 	}
@@ -122,18 +117,13 @@ func (a *Activities) completeAnthropic(ctx context.Context, req Request, p *puls
 	params := anthropic.MessageNewParams{
 		Model:     anthropic.Model(req.Model),
 		MaxTokens: req.MaxOutputTokens,
-		Messages:  make([]anthropic.MessageParam, 0, len(req.Messages)),
+		Messages:  anthropicMessages(req),
 	}
 	if req.System != "" {
 		params.System = []anthropic.TextBlockParam{{Text: req.System}}
 	}
-	for _, m := range req.Messages {
-		if m.Role == RoleAssistant {
-			params.Messages = append(params.Messages, anthropic.NewAssistantMessage(anthropic.NewTextBlock(m.Content)))
-		} else {
-			params.Messages = append(params.Messages, anthropic.NewUserMessage(anthropic.NewTextBlock(m.Content)))
-		}
-	}
+	anthropicTools(req, &params)
+	anthropicCaching(req, &params)
 	var opts []anthropicoption.RequestOption
 	if req.Temperature != nil {
 		// The SDK no longer models temperature; the API still reads it.

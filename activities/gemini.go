@@ -53,14 +53,7 @@ func newGemini(p ProviderConfig) (*genai.Models, error) {
 }
 
 func (a *Activities) completeGemini(ctx context.Context, req Request) (Response, error) {
-	contents := make([]*genai.Content, 0, len(req.Messages))
-	for _, m := range req.Messages {
-		role := genai.RoleUser
-		if m.Role == RoleAssistant {
-			role = genai.RoleModel
-		}
-		contents = append(contents, genai.NewContentFromText(m.Content, genai.Role(role)))
-	}
+	contents := geminiContents(req)
 	cfg := &genai.GenerateContentConfig{MaxOutputTokens: int32(req.MaxOutputTokens)} // Validate bounds it
 	if req.System != "" {
 		cfg.SystemInstruction = genai.NewContentFromText(req.System, genai.RoleUser)
@@ -69,6 +62,7 @@ func (a *Activities) completeGemini(ctx context.Context, req Request) (Response,
 		t := float32(*req.Temperature)
 		cfg.Temperature = &t
 	}
+	geminiTools(req, cfg)
 	// The SDK returns no HTTP response with its errors; the call's own
 	// recorder keeps its status, to tell a 2xx it could not decode from a
 	// failure to get an answer.
@@ -95,8 +89,9 @@ func geminiAnswer(req Request, resp *genai.GenerateContentResponse, raw *http.Re
 	}
 	if u := resp.UsageMetadata; u != nil {
 		out.Usage = Usage{
-			InputTokens:  int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount),
-			OutputTokens: int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
+			InputTokens:     int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount),
+			OutputTokens:    int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
+			CacheReadTokens: int64(u.CachedContentTokenCount),
 		}
 	}
 	// Gemini's tokens per minute count the prompt alone.
@@ -115,8 +110,12 @@ func geminiAnswer(req Request, resp *genai.GenerateContentResponse, raw *http.Re
 	out.FinishReason = string(c.FinishReason)
 	if c.Content != nil {
 		var text strings.Builder
-		for _, p := range c.Content.Parts {
-			if p != nil && !p.Thought {
+		for i, p := range c.Content.Parts {
+			switch {
+			case p == nil || p.Thought:
+			case p.FunctionCall != nil:
+				out.ToolCalls = append(out.ToolCalls, geminiToolCall(p.FunctionCall, i))
+			default:
 				text.WriteString(p.Text)
 			}
 		}

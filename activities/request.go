@@ -19,8 +19,8 @@ const (
 	Gemini = "gemini"
 )
 
-// The roles a Message may have. The system prompt is Request.System, not a
-// message.
+// The roles a Message may have (and RoleTool, for tool results). The
+// system prompt is Request.System, not a message.
 const (
 	RoleUser      = "user"
 	RoleAssistant = "assistant"
@@ -28,10 +28,18 @@ const (
 
 // Message is one turn of a conversation.
 type Message struct {
-	// Role is RoleUser or RoleAssistant.
+	// Role is RoleUser, RoleAssistant or RoleTool.
 	Role string `json:"role"`
-	// Content is the turn's text.
+	// Content is the turn's text; empty on a RoleTool message, and may be
+	// empty on an assistant message that only calls tools.
 	Content string `json:"content"`
+	// ToolCalls, on an assistant message, are the tool calls the model made
+	// in that turn (Response.ToolCalls, sent back as they came). The next
+	// message must then be a RoleTool message answering each of them.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolResults, on a RoleTool message, answer the tool calls of the
+	// assistant message just before it: one result per call.
+	ToolResults []ToolResult `json:"tool_results,omitempty"`
 }
 
 // Request is a provider-neutral LLM call, the input of Activities.Complete.
@@ -71,6 +79,16 @@ type Request struct {
 	// would refuse without streaming (one that may take over ten minutes)
 	// streams whatever Stream says; see Activities.Complete.
 	Stream bool `json:"stream,omitempty"`
+	// Tools are the functions the model may call; none means a text-only
+	// call. The model's calls come back in Response.ToolCalls, and their
+	// results go in a RoleTool message of the next request.
+	Tools []Tool `json:"tools,omitempty"`
+	// ToolChoice says whether the model must, may or must not call tools;
+	// the zero value lets it choose. Set only with Tools.
+	ToolChoice ToolChoice `json:"tool_choice,omitzero"`
+	// Caching asks for prompt caching and says which prefix the estimate
+	// may expect to be read from the cache; see Caching.
+	Caching Caching `json:"caching,omitzero"`
 }
 
 var _ quota.Governed = Request{}
@@ -92,10 +110,16 @@ func (r Request) Validate() error {
 		return invalid("request.messages", "", "is empty", "send at least one user message")
 	}
 	for i, m := range r.Messages {
-		if m.Role != RoleUser && m.Role != RoleAssistant {
+		if m.Role != RoleUser && m.Role != RoleAssistant && m.Role != RoleTool {
 			return invalid(fmt.Sprintf("request.messages[%d].role", i), m.Role, "is not a supported role",
-				`use "user" or "assistant"; put a system prompt in request.system`)
+				`use "user", "assistant" or "tool"; put a system prompt in request.system`)
 		}
+	}
+	if err := r.validateTools(); err != nil {
+		return err
+	}
+	if err := r.validateCaching(); err != nil {
+		return err
 	}
 	if r.MaxOutputTokens <= 0 {
 		return invalid("request.max_output_tokens", strconv.FormatInt(r.MaxOutputTokens, 10), "must be positive",
@@ -128,11 +152,12 @@ func maxTemperature(provider string) float64 {
 }
 
 // Characters counts the characters (Unicode code points) of the system
-// prompt and every message: what the estimators size a prompt by.
+// prompt, the tools' definitions and every message (text, tool calls and
+// tool results): what the estimators size a prompt by.
 func (r Request) Characters() int64 {
-	n := int64(utf8.RuneCountInString(r.System))
+	n := int64(utf8.RuneCountInString(r.System)) + r.toolCharacters()
 	for _, m := range r.Messages {
-		n += int64(utf8.RuneCountInString(m.Content))
+		n += m.characters()
 	}
 	return n
 }
@@ -158,7 +183,12 @@ func (r Request) QuotaCharge() (quota.Charge, error) {
 	case OpenAI:
 		cost = EstimateOpenAI(r.Characters(), r.MaxOutputTokens)
 	case Anthropic:
-		cost = EstimateAnthropic(r.Characters(), r.MaxOutputTokens)
+		// Cache reads do not count toward Anthropic's input tokens per
+		// minute: the warm prefix is charged nothing, and the prompt
+		// calibrated is the rest.
+		cold := r.Characters() - r.warmCharacters()
+		cost = EstimateAnthropic(cold, r.MaxOutputTokens)
+		return quota.Charge{Key: key, Cost: cost, Priority: r.Priority, Prompt: EstimateTokens(cold)}, nil
 	case Gemini:
 		cost = EstimateGemini(r.Characters(), r.MaxOutputTokens)
 	}
@@ -172,6 +202,7 @@ func (r Request) QuotaCharge() (quota.Charge, error) {
 func (r Request) WithModel(provider, model string) Request {
 	r.Provider, r.Model = provider, model
 	r.Messages = append([]Message(nil), r.Messages...)
+	r.Tools = append([]Tool(nil), r.Tools...)
 	if r.Temperature != nil {
 		t := *r.Temperature
 		r.Temperature = &t
@@ -181,10 +212,18 @@ func (r Request) WithModel(provider, model string) Request {
 
 // Usage is what a call used, from the provider's usage block.
 type Usage struct {
-	// InputTokens is the prompt's tokens (for Anthropic, including tokens
-	// written to the prompt cache; for Gemini, including tool-use prompt
+	// InputTokens is the prompt's tokens, including those read from and
+	// written to the prompt cache (for Gemini, including tool-use prompt
 	// tokens).
 	InputTokens int64 `json:"input_tokens"`
+	// CacheReadTokens is the part of InputTokens read from the prompt
+	// cache (Anthropic cache_read_input_tokens, OpenAI
+	// prompt_tokens_details.cached_tokens, Gemini cachedContentTokenCount).
+	CacheReadTokens int64 `json:"cache_read_tokens,omitempty"`
+	// CacheWriteTokens is the part of InputTokens written to the prompt
+	// cache (Anthropic cache_creation_input_tokens; the others report
+	// none).
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
 	// OutputTokens is the answer's tokens (for Gemini, including thinking
 	// tokens, which are billed as output).
 	OutputTokens int64 `json:"output_tokens"`
@@ -213,22 +252,66 @@ type Response struct {
 	// prompt's tokens, and does not correct it afterwards; Gemini counts
 	// the prompt's tokens only.
 	RateLimitTokens int64 `json:"rate_limit_tokens,omitempty"`
+	// ToolCalls are the tool calls the model made, in order; none when it
+	// answered in text. Run them, then send the answer back as an
+	// assistant Message (Text and ToolCalls) followed by a RoleTool
+	// Message with one ToolResult per call.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// PromptEstimate is the whole prompt's estimated tokens as the request
+	// was sized (EstimateTokens of Request.Characters): with the usage, what
+	// QuotaPrompt calibrates from.
+	PromptEstimate int64 `json:"prompt_estimate,omitempty"`
 }
 
-var _ quota.Metered = Response{}
+// Message is the answer as an assistant Message, to append to the
+// conversation of the next request.
+func (r Response) Message() Message {
+	return Message{Role: RoleAssistant, Content: r.Text, ToolCalls: r.ToolCalls}
+}
+
+var (
+	_ quota.Metered       = Response{}
+	_ quota.CountedPrompt = Response{}
+)
+
+// QuotaPrompt implements quota.CountedPrompt: the estimate of the part of
+// the prompt QuotaUsage's input tokens count. That is the whole prompt's,
+// but for an Anthropic call that read from the prompt cache, whose input
+// tokens leave the cache reads out: its share of PromptEstimate is that of
+// the tokens not read (input tokens less cache reads, over input tokens).
+// Calibration so learns the tokenizer's ratio whatever the cache did, even
+// when it read a prefix another conversation wrote (the estimate charged
+// it) or missed one the estimate expected (the estimate charged it not).
+// Zero when the request's size is not known.
+func (r Response) QuotaPrompt() int64 {
+	in := r.Usage.InputTokens
+	if r.Provider != Anthropic || r.Usage.CacheReadTokens <= 0 || in <= 0 {
+		return r.PromptEstimate
+	}
+	uncached := max(in-r.Usage.CacheReadTokens, 0)
+	return int64(math.Ceil(float64(r.PromptEstimate) * float64(uncached) / float64(in)))
+}
 
 // QuotaUsage implements quota.Metered: one request and the tokens the
 // provider counted, which is the usage unless RateLimitTokens says
 // otherwise.
+//
+// For Anthropic, whose input tokens per minute do not count cache reads,
+// the input tokens are the prompt's less those read from the cache: what
+// the estimate charged, and what calibration learns from.
 func (r Response) QuotaUsage() quota.Cost {
-	tokens := r.Usage.InputTokens + r.Usage.OutputTokens
+	in := r.Usage.InputTokens
+	if r.Provider == Anthropic {
+		in -= r.Usage.CacheReadTokens
+	}
+	tokens := in + r.Usage.OutputTokens
 	if r.RateLimitTokens > 0 {
 		tokens = r.RateLimitTokens
 	}
 	return quota.Cost{
 		Requests:     1,
 		Tokens:       tokens,
-		InputTokens:  r.Usage.InputTokens,
+		InputTokens:  in,
 		OutputTokens: r.Usage.OutputTokens,
 	}
 }

@@ -60,6 +60,9 @@ func (a *Activities) streamOpenAI(ctx context.Context, req Request, params opena
 		for _, c := range chunk.Choices {
 			if c.Index == 0 {
 				runes += int64(utf8.RuneCountInString(c.Delta.Content))
+				for _, tc := range c.Delta.ToolCalls {
+					runes += int64(utf8.RuneCountInString(tc.Function.Arguments))
+				}
 			}
 		}
 		hasUsage = hasUsage || chunk.JSON.Usage.Valid()
@@ -111,7 +114,7 @@ func (a *Activities) streamAnthropic(ctx context.Context, req Request, params an
 		}
 		switch ev.Type {
 		case "content_block_delta":
-			runes += int64(utf8.RuneCountInString(ev.Delta.Text))
+			runes += int64(utf8.RuneCountInString(ev.Delta.Text) + utf8.RuneCountInString(ev.Delta.PartialJSON))
 		case "message_stop":
 			stopped = true
 		}

@@ -1,8 +1,10 @@
 package classify_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"time"
 
 	"github.com/tollgate/tollgate/classify"
@@ -44,4 +46,32 @@ func ExampleLimits() {
 		fmt.Println(o.Axis, o.Limit, o.Remaining, o.Reset)
 	}
 	// Output: tokens 200000 199000 6m0s
+}
+
+// Your own activity's SDK client records its answers for Tollgate's
+// interceptor when its HTTP client uses Transport and each call is made
+// with the activity's context (which carries the Recorder); here a
+// Recorder stands in for the interceptor's. With openai-go:
+//
+//	client := openai.NewClient(option.WithHTTPClient(&http.Client{Transport: classify.Transport{}}))
+//	resp, err := client.Chat.Completions.New(ctx, params) // ctx: the activity's
+func ExampleTransport() {
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "7")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer provider.Close()
+	client := &http.Client{Transport: classify.Transport{}}
+
+	var rec classify.Recorder // the interceptor's, in a governed activity
+	req, _ := http.NewRequestWithContext(classify.NewContext(context.Background(), &rec), http.MethodPost, provider.URL, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
+
+	status, header, _ := rec.Last()
+	fmt.Println(status, header.Get("Retry-After"))
+	// Output: 429 7
 }

@@ -64,3 +64,35 @@ func (r *Recorder) Count() int {
 	defer r.mu.Unlock()
 	return r.count
 }
+
+// Transport is an http.RoundTripper that records every response's status
+// and headers into the Recorder of its request's context (RecorderFrom),
+// then hands the response on unchanged. Give it to the HTTP client of your
+// own activity's SDK, e.g.
+//
+//	client := openai.NewClient(option.WithHTTPClient(&http.Client{Transport: classify.Transport{}}))
+//
+// and call the SDK with the activity's context: Tollgate's interceptor
+// then learns the provider's limits from the answers' rate-limit headers,
+// and classifies a 429, an overload or a spend cap with its Retry-After,
+// exactly as for the shipped activities (it reads an SDK's error itself:
+// *openai.Error, *anthropic.Error and the Gemini SDK's APIError). Outside
+// a governed activity it records nothing. Next is the transport that sends
+// the request; nil means http.DefaultTransport. It is safe for concurrent
+// use when Next is.
+type Transport struct {
+	Next http.RoundTripper
+}
+
+// RoundTrip sends req through Next and records the response.
+func (t Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	next := t.Next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	resp, err := next.RoundTrip(req)
+	if err == nil && resp != nil {
+		RecorderFrom(req.Context()).Record(resp.StatusCode, resp.Header)
+	}
+	return resp, err
+}

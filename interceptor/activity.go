@@ -342,12 +342,17 @@ func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultStoreCallDeadline)
 	defer cancel()
 
-	actual, counted := c.charged, false
+	actual, counted, prompt := c.charged, false, c.r.Prompt
 	var partial quota.Metered
 	switch {
 	case callErr == nil:
 		if m, ok := res.(quota.Metered); ok {
 			actual, counted = m.QuotaUsage(), true
+		}
+		if pe, ok := res.(quota.CountedPrompt); ok && prompt > 0 {
+			if p := pe.QuotaPrompt(); p > 0 {
+				prompt = p
+			}
 		}
 	case errors.As(callErr, &partial):
 		// The call failed part-way (a stream that broke off) and says
@@ -372,7 +377,7 @@ func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr 
 	}
 	start := time.Now()
 	err := o.Store.Settle(sctx, quota.Settlement{Key: c.r.Key, Ticket: c.r.Ticket, Actual: actual, Observed: obs,
-		Counted: counted, Prompt: c.r.Prompt, Charged: c.charged})
+		Counted: counted, Prompt: prompt, Charged: c.charged})
 	switch {
 	case errors.Is(err, quota.ErrUnknownTicket):
 		// The store charged what the call used beyond its estimate all

@@ -49,7 +49,7 @@ func memoryStore(t *testing.T, policies map[quota.Key]quota.Policy) quota.Store 
 func openaiKey(model string) quota.Key { return quota.Key{Provider: "openai", Model: model} }
 
 func agent(model string) workflows.AgentInput {
-	return workflows.AgentInput{Provider: "openai", Model: model, Task: "Plan a trip to Lisbon.", Turns: 1, MaxOutputTokens: 64}
+	return workflows.AgentInput{Provider: "openai", Model: model, Task: "Plan a trip to Lisbon.", MaxOutputTokens: 64}
 }
 
 func simModels(names ...string) []llmsim.Model {

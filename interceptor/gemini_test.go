@@ -254,7 +254,7 @@ func TestGeminiRetryInfoIsTheServersRetryDelay(t *testing.T) {
 
 	runs := make([]client.WorkflowRun, n)
 	for i, m := range models {
-		runs[i] = e.start("gemini-retry-"+m.Name, workflows.AgentInput{Provider: activities.Gemini, Model: m.Name, Task: "Plan a trip to Lisbon.", Turns: 1, MaxOutputTokens: 64})
+		runs[i] = e.start("gemini-retry-"+m.Name, workflows.AgentInput{Provider: activities.Gemini, Model: m.Name, Task: "Plan a trip to Lisbon.", MaxOutputTokens: 64})
 	}
 	var samples []retrySample
 	for i, m := range models {
@@ -275,7 +275,8 @@ func TestGeminiRetryInfoIsTheServersRetryDelay(t *testing.T) {
 }
 
 // On the embedded server, an agent whose Gemini key runs out of its daily
-// quota mid-conversation finishes on its OpenAI backup, and the API key is
+// quota mid-conversation (after a tool call) finishes on its OpenAI backup,
+// with the conversation's tool call and result, and the API key is
 // nowhere in either workflow's history.
 func TestGeminiDailyQuotaFallsBackToOpenAIAndTheKeyIsNotInHistory(t *testing.T) {
 	e := newEnv(t, llmsim.Config{Models: append(simModels("gpt-backup"),
@@ -285,9 +286,10 @@ func TestGeminiDailyQuotaFallsBackToOpenAIAndTheKeyIsNotInHistory(t *testing.T) 
 		Fallbacks: map[string][]string{"gemini/gemini-daily": {"openai/gpt-backup"}},
 	})
 	const id = "gemini-daily-fallback"
-	out, err := e.result(e.start(id, workflows.AgentInput{Provider: activities.Gemini, Model: "gemini-daily", Task: "Plan a trip to Lisbon.", Turns: 2, MaxOutputTokens: 64}))
+	out, err := e.result(e.start(id, workflows.AgentInput{Provider: activities.Gemini, Model: "gemini-daily", Task: "Plan a trip to Lisbon.", Tools: agentTools[:1], MaxOutputTokens: 64}))
 	require.NoError(t, err)
 	require.Len(t, out.Turns, 2)
+	require.Equal(t, 1, out.ToolCalls, "Gemini's tool call ran, and its result went to the backup")
 	require.Equal(t, "gemini-daily", out.Turns[0].Model)
 	require.Equal(t, "gpt-backup", out.Turns[1].Model, "the second turn fell back across providers")
 	require.EqualValues(t, 1, e.sim.Stats("gemini-daily").TooManyRequests)

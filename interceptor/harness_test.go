@@ -247,6 +247,7 @@ func (e *env) startWorkerWith(opts interceptor.Options, ws workerSetup) (*interc
 	w := worker.New(e.client, e.taskQueue, wo)
 	activities.Register(w, e.activities())
 	workflows.Register(w)
+	registerTools(w)
 	for _, wf := range ws.workflows {
 		w.RegisterWorkflow(wf)
 	}

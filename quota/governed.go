@@ -27,3 +27,16 @@ type Governed interface {
 type Metered interface {
 	QuotaUsage() Cost
 }
+
+// CountedPrompt is implemented by a Metered result that knows which part
+// of its prompt the provider counted in QuotaUsage().InputTokens, where
+// that is not what its reservation's Prompt estimated: a call whose prompt
+// cache read more of the prompt, or less, than its estimate expected.
+// QuotaPrompt returns the estimate, in Charge.Prompt's units (before
+// calibration), of the part counted; the interceptor settles with it as
+// Settlement.Prompt, so calibration compares like with like. Zero keeps the
+// reservation's Prompt.
+type CountedPrompt interface {
+	Metered
+	QuotaPrompt() int64
+}

@@ -47,6 +47,7 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 				out := agentResult(t, result)
 				require.Len(t, out.Turns, 2)
 				require.Equal(t, "gpt-plain", out.Turns[1].Model)
+				require.Equal(t, 1, out.ToolCalls, "the model called its tool, which ran as an activity")
 			},
 		},
 		{
@@ -154,7 +155,7 @@ func TestReplayDetectsNondeterminism(t *testing.T) {
 			name: "AgentWorkflow runs one turn fewer",
 			file: "plain.json",
 			opts: testsuite.Options{Register: registerAgent(func(ctx workflow.Context, in workflows.AgentInput) (workflows.AgentResult, error) {
-				in.Turns--
+				in.MaxTurns = 1
 				return workflows.AgentWorkflow(ctx, in)
 			})},
 		},

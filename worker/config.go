@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	sdkworker "go.temporal.io/sdk/worker"
+
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/internal/hostport"
 	"github.com/tollgate/tollgate/quota/failover"
@@ -104,6 +106,11 @@ type Config struct {
 
 	// LogLevel (LOG_LEVEL): debug, info, warn or error. Default info.
 	LogLevel string
+
+	// Register, when set, registers the application's own activities and
+	// workflows on the worker beside Tollgate's: an agent's tools (see
+	// workflows.AgentInput.Tools), for one. Not read from the environment.
+	Register func(sdkworker.Registry)
 }
 
 // setting is one Config field's environment variable and where it goes.

@@ -37,7 +37,8 @@ type Worker struct {
 // governed by b (LoadPolicies(cfg.Policies), usually; the zero Budgets
 // governs nothing, and Start warns so), and a Temporal worker on
 // cfg.TaskQueue with Tollgate's interceptor, the LLM activities (for the
-// providers whose keys cfg sets) and the agent workflows registered. It
+// providers whose keys cfg sets), the agent workflows and what
+// cfg.Register registers. It
 // logs, through logger, which parts it uses; no secret is logged. It
 // returns Validate's error, a *ConfigError when no provider key is set, and
 // the error of the first part that fails to start; whatever had started is
@@ -97,6 +98,9 @@ func Start(ctx context.Context, cfg Config, b Budgets, logger *slog.Logger) (w *
 	})
 	activities.Register(w.worker, acts)
 	workflows.Register(w.worker)
+	if cfg.Register != nil {
+		cfg.Register(w.worker)
+	}
 	if err := w.worker.Start(); err != nil {
 		w.worker = nil
 		return w, fmt.Errorf("worker: start polling %q: %w", cfg.TaskQueue, err)

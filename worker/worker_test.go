@@ -46,7 +46,7 @@ func TestStartOnAGivenServerAndProvider(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	run, err := w.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "library-test-agent", TaskQueue: "library-test"}, workflows.AgentWorkflow,
-		workflows.AgentInput{Provider: activities.OpenAI, Model: "gpt-lib", Task: "Plan a picnic.", Turns: 1, MaxOutputTokens: 16})
+		workflows.AgentInput{Provider: activities.OpenAI, Model: "gpt-lib", Task: "Plan a picnic.", MaxOutputTokens: 16})
 	require.NoError(t, err)
 	var res workflows.AgentResult
 	require.NoError(t, run.Get(ctx, &res))

@@ -44,3 +44,19 @@ func LLMActivityOptions() workflow.ActivityOptions {
 		},
 	}
 }
+
+// ToolActivityOptions returns the activity options AgentWorkflow runs its
+// tools with: a tool is not an LLM call, so an attempt has 5 minutes
+// (StartToCloseTimeout) and a call 3 attempts, a second apart and
+// doubling; a tool that still fails answers the model with an error
+// result.
+func ToolActivityOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: 5 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumAttempts:    3,
+		},
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
@@ -66,6 +67,7 @@ func startReplica(s setup, i int, t replicaTarget, counter *slots, transport htt
 	w := worker.New(c, t.taskQueue, opts)
 	activities.Register(w, acts)
 	workflows.Register(w)
+	w.RegisterActivityWithOptions(listSteps, activity.RegisterOptions{Name: stepsTool.Name})
 	if err := w.Start(); err != nil {
 		return stop, fmt.Errorf("replica %d: start worker: %w", i, err)
 	}

@@ -245,7 +245,7 @@ func (b *bench) runTenantSetup(ctx context.Context, cfg tenantConfig, s tenantSe
 		id := fmt.Sprintf("%s-%s-%04d", s.name, tenant, n)
 		in := workflows.AgentInput{
 			Provider: activities.Anthropic, Model: model, System: systemPrompt(200),
-			Task: fmt.Sprintf("Plan job %d for %s.", n, tenant), Turns: 1, MaxOutputTokens: agentMaxOutputs,
+			Task: fmt.Sprintf("Plan job %d for %s.", n, tenant), MaxOutputTokens: agentMaxOutputs,
 		}
 		if s.tenanted {
 			in.Tenant = tenant

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -126,11 +128,25 @@ func (l limits) String() string {
 // request axis does.
 var promptTokens = []int{100, 250, 500, 1000, 1600}
 
-// Shape of every agent: turns per workflow and the answer bound.
+// Shape of every agent: turns per workflow (a call of its one tool, then
+// the answer) and the answer bound.
 const (
 	agentTurns      = 2
 	agentMaxOutputs = 64
 )
+
+// stepsTool is every agent's tool: an activity (registered by each
+// replica) that is not an LLM call, so Tollgate does not govern it.
+var stepsTool = activities.Tool{
+	Name:        "list_steps",
+	Description: "List the steps of a job.",
+	Parameters:  json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}}}`),
+}
+
+// listSteps is stepsTool's activity.
+func listSteps(ctx context.Context, call activities.ToolCall) (string, error) {
+	return `["gather","plan","check"]`, nil
+}
 
 // workload draws the agents a setup starts. Every setup gets the same
 // sequence for the same seed.
@@ -152,7 +168,7 @@ func (w *workload) next(model string) workflows.AgentInput {
 		Model:           model,
 		System:          systemPrompt(tokens),
 		Task:            fmt.Sprintf("Plan job %d: split it into steps and name the first.", w.n),
-		Turns:           agentTurns,
+		Tools:           []activities.Tool{stepsTool},
 		MaxOutputTokens: agentMaxOutputs,
 	}
 }

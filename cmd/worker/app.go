@@ -69,6 +69,7 @@ func startApp(ctx context.Context, cfg config, logger *slog.Logger) (a *app, err
 		wc.AnthropicAPIKey, wc.AnthropicBaseURL = simAnthropicKey, url
 		wc.GeminiAPIKey, wc.GeminiBaseURL = simGeminiKey, url
 	}
+	wc.Register = registerTools
 	if a.w, err = worker.Start(ctx, wc, budgets, logger); err != nil {
 		return a, err
 	}

@@ -36,21 +36,22 @@ type plan struct {
 	// 429 closes the key until midnight America/Los_Angeles, and the rest of
 	// their calls fall back to the OpenAI backup.
 	Gemini int
-	// Turns is each agent's number of LLM calls; MaxOutputTokens bounds
-	// each answer.
-	Turns           int
+	// Tools are the tools each agent is given (of demoTools): the
+	// simulated model calls each once, then answers, so an agent makes
+	// Tools+1 LLM calls. MaxOutputTokens bounds each answer.
+	Tools           int
 	MaxOutputTokens int64
 	// Timeout bounds the whole run.
 	Timeout time.Duration
 }
 
-// defaultPlan is `go run ./cmd/worker demo`: 54 three-turn agents, 162
-// calls, of which 108 compete for 57 requests a minute on the primary. The
+// defaultPlan is `go run ./cmd/worker demo`: 54 agents with two tools
+// each, so three turns (two tool calls, then the answer) and 162 calls, of which 108 compete for 57 requests a minute on the primary. The
 // primary's bucket starts full, so the run lasts about a minute; the Gemini
 // agents' 18 calls meet their project's last 10 requests of the day a third
 // of the way in.
 func defaultPlan() plan {
-	return plan{Primary: 36, Flaky: 6, FlakyAfter: 6, Capped: 6, Gemini: 6, Turns: 3, MaxOutputTokens: 128, Timeout: 5 * time.Minute}
+	return plan{Primary: 36, Flaky: 6, FlakyAfter: 6, Capped: 6, Gemini: 6, Tools: 2, MaxOutputTokens: 128, Timeout: 5 * time.Minute}
 }
 
 func (p plan) workflows() int { return p.Primary + p.Flaky + p.Capped + p.Gemini }
@@ -82,7 +83,7 @@ func (p plan) jobs(run string) []job {
 					Provider: provider, Model: model,
 					System:          "You are a careful planning assistant. Answer in short numbered steps.",
 					Task:            tasks[(len(js))%len(tasks)],
-					Turns:           p.Turns,
+					Tools:           demoTools[:p.Tools],
 					MaxOutputTokens: p.MaxOutputTokens,
 				},
 			})
@@ -98,6 +99,8 @@ func (p plan) jobs(run string) []job {
 // tally counts workflow outcomes as they arrive.
 type tally struct {
 	completed, failed, backupTurns atomic.Int64
+	// toolCalls counts the tool calls the completed agents ran.
+	toolCalls atomic.Int64
 	// geminiBackupTurns is the part of backupTurns from Gemini agents.
 	geminiBackupTurns atomic.Int64
 	mu                sync.Mutex
@@ -188,6 +191,7 @@ func runDemo(ctx context.Context, cfg config, p plan, clock quota.Clock, out, er
 					}
 				}
 			}
+			t.toolCalls.Add(int64(res.ToolCalls))
 			t.completed.Add(1)
 		}()
 	}

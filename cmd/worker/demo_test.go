@@ -31,20 +31,21 @@ func TestDemoSmallWorkload(t *testing.T) {
 		t.Skip("runs a workload for about ten seconds")
 	}
 	cfg := config{Config: worker.Config{MetricsAddr: "off", TaskQueue: "demo-test"}, EmbeddedAddress: "127.0.0.1:0", UIAddress: "127.0.0.1:0"}
-	// Six two-turn Gemini agents meet their project's last 10 requests of
+	// Six Gemini agents with one tool (two turns each) meet their project's last 10 requests of
 	// the day: the eleventh call closes the key (about 22 s in, at the
 	// policy's 8 a minute), and the calls queued behind it fall back.
-	p := plan{Primary: 4, Flaky: 2, FlakyAfter: 1, Capped: 6, Gemini: 6, Turns: 2, MaxOutputTokens: 128, Timeout: 2 * time.Minute}
+	p := plan{Primary: 4, Flaky: 2, FlakyAfter: 1, Capped: 6, Gemini: 6, Tools: 1, MaxOutputTokens: 128, Timeout: 2 * time.Minute}
 	var out, errOut bytes.Buffer
 	code := runDemo(context.Background(), cfg, p, quota.SystemClock{}, &out, &errOut, false)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	last := lines[len(lines)-1]
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
-	m := regexp.MustCompile(`^demo: workflows=18 completed=18 failed=0 admitted=(\d+) queued=(\d+) provider_429=(\d+) escalations=(\d+) fallbacks=(\d+) spend_capped=(\d+) daily_closed=1$`).FindStringSubmatch(last)
+	m := regexp.MustCompile(`^demo: workflows=18 completed=18 failed=0 tool_calls=(\d+) admitted=(\d+) queued=(\d+) provider_429=(\d+) escalations=(\d+) fallbacks=(\d+) spend_capped=(\d+) daily_closed=1$`).FindStringSubmatch(last)
 	require.NotNil(t, m, "last line: %q", last)
-	require.NotEqual(t, "0", m[4], "escalations")
-	require.NotEqual(t, "0", m[5], "fallbacks")
-	require.NotEqual(t, "0", m[6], "spend caps")
+	require.Equal(t, "18", m[1], "each agent called its tool once")
+	require.NotEqual(t, "0", m[5], "escalations")
+	require.NotEqual(t, "0", m[6], "fallbacks")
+	require.NotEqual(t, "0", m[7], "spend caps")
 	require.Contains(t, out.String(), "demo: t=", "plain progress lines when stdout is not a terminal")
 	require.Regexp(t, `^Temporal UI: http://127\.0\.0\.1:\d+/namespaces/default/workflows `, lines[0], "the UI's address comes first")
 	require.Regexp(t, `(?m)^demo: t=\S+ gemini/default/gemini-2\.5-flash CLOSED until \w+ \d+ \w+ 00:00 P[SD]T \(in \S+, daily_quota\)$`, out.String(),

@@ -67,12 +67,13 @@ func TestServeOnTheEmbeddedDefaults(t *testing.T) {
 	runCtx, stop := context.WithTimeout(context.Background(), time.Minute)
 	defer stop()
 	r, err := c.ExecuteWorkflow(runCtx, client.StartWorkflowOptions{ID: "serve-test-agent", TaskQueue: "serve-test"}, workflows.AgentWorkflow,
-		workflows.AgentInput{Provider: activities.OpenAI, Model: simPrimary, Task: "Plan a picnic.", Turns: 2, MaxOutputTokens: 64})
+		workflows.AgentInput{Provider: activities.OpenAI, Model: simPrimary, Task: "Plan a picnic.", Tools: demoTools[:1], MaxOutputTokens: 64})
 	require.NoError(t, err)
 	var res workflows.AgentResult
 	require.NoError(t, r.Get(runCtx, &res))
 	require.Len(t, res.Turns, 2)
 	require.Equal(t, simPrimary, res.Turns[1].Model)
+	require.Equal(t, 1, res.ToolCalls, "the tool registered beside Tollgate's activities ran")
 
 	m := regexp.MustCompile(`metrics: Prometheus endpoint" url=(http://127\.0\.0\.1:[0-9]+/metrics)`).FindStringSubmatch(out)
 	require.NotNil(t, m, "the metrics URL is logged; logs:\n%s", out)

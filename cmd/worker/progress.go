@@ -41,9 +41,9 @@ func (v *progress) draw(ctx context.Context) {
 		return
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "Tollgate demo: %d agent workflows x %d turns on simulated providers   %s\n", n, v.plan.Turns, elapsed)
-	fmt.Fprintf(&b, "workflows  %s %d/%d done, %d failed, %d turns answered by a backup\n",
-		bar(float64(v.tally.done()), int64(n), 30), v.tally.done(), n, v.tally.failed.Load(), v.tally.backupTurns.Load())
+	fmt.Fprintf(&b, "Tollgate demo: %d agent workflows x %d tools on simulated providers   %s\n", n, v.plan.Tools, elapsed)
+	fmt.Fprintf(&b, "workflows  %s %d/%d done, %d failed, %d tool calls run, %d turns answered by a backup\n",
+		bar(float64(v.tally.done()), int64(n), 30), v.tally.done(), n, v.tally.failed.Load(), v.tally.toolCalls.Load(), v.tally.backupTurns.Load())
 	fmt.Fprintf(&b, "tollgate   admitted %d  queued %d  refused %d  |  provider 429s %d  escalations %d  fallbacks %d  spend caps %d\n",
 		st.Admitted, st.Queued, st.Refused, st.ProviderRateLimited, st.Escalations, st.Fallbacks, st.SpendCapped)
 	for _, k := range v.w.Budgets().Policies.Keys() {
@@ -167,8 +167,8 @@ func summarize(out io.Writer, w *worker.Worker, sim *llmsim.Sim, p plan, t *tall
 	daily := watch.dailyClosed(func(k quota.Key) *time.Location { return dayZone(w.Budgets(), k) })
 	fmt.Fprintf(out, "tollgate: admitted %d, queued %d, refused %d, provider 429s %d, escalations %d, fallbacks %d, spend caps %d\n",
 		st.Admitted, st.Queued, st.Refused, st.ProviderRateLimited, st.Escalations, st.Fallbacks, st.SpendCapped)
-	fmt.Fprintf(out, "workflows: %d completed, %d failed, %d turns answered by the backup model\n",
-		t.completed.Load(), t.failed.Load(), t.backupTurns.Load())
+	fmt.Fprintf(out, "workflows: %d completed, %d failed, %d tool calls run, %d turns answered by the backup model\n",
+		t.completed.Load(), t.failed.Load(), t.toolCalls.Load(), t.backupTurns.Load())
 	t.mu.Lock()
 	for i, e := range t.errors {
 		if i == 5 {
@@ -187,8 +187,8 @@ func summarize(out io.Writer, w *worker.Worker, sim *llmsim.Sim, p plan, t *tall
 	} else {
 		fmt.Fprintln(out, "as designed: every workflow completed; the proactive layer queued the primary's calls, rate-limited calls escalated, the spend-capped key fell back, and "+geminiDesign(gemini))
 	}
-	fmt.Fprintf(out, "demo: workflows=%d completed=%d failed=%d admitted=%d queued=%d provider_429=%d escalations=%d fallbacks=%d spend_capped=%d daily_closed=%d\n",
-		p.workflows(), t.completed.Load(), t.failed.Load(), st.Admitted, st.Queued, st.ProviderRateLimited, st.Escalations, st.Fallbacks, st.SpendCapped, daily)
+	fmt.Fprintf(out, "demo: workflows=%d completed=%d failed=%d tool_calls=%d admitted=%d queued=%d provider_429=%d escalations=%d fallbacks=%d spend_capped=%d daily_closed=%d\n",
+		p.workflows(), t.completed.Load(), t.failed.Load(), t.toolCalls.Load(), st.Admitted, st.Queued, st.ProviderRateLimited, st.Escalations, st.Fallbacks, st.SpendCapped, daily)
 	return code
 }
 

@@ -31,6 +31,59 @@ type anthropicRequest struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
 	Stream bool `json:"stream"`
+	Tools  []struct {
+		Name         string          `json:"name"`
+		Description  string          `json:"description"`
+		InputSchema  json.RawMessage `json:"input_schema"`
+		CacheControl json.RawMessage `json:"cache_control,omitempty"`
+	} `json:"tools"`
+	ToolChoice *struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	} `json:"tool_choice"`
+}
+
+// anthropicBlock is one content block of a message: text, tool_use or
+// tool_result.
+type anthropicBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	// CacheControl marks a cache breakpoint after the block.
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+}
+
+// anthropicPrefix is the blocks as the prompt cache matches them: without
+// their cache_control, which moves from turn to turn, and whether any had
+// one.
+func anthropicPrefix(blocks []anthropicBlock) ([]byte, bool) {
+	bp := false
+	plain := make([]anthropicBlock, len(blocks))
+	for i, b := range blocks {
+		bp = bp || len(b.CacheControl) > 0 && string(b.CacheControl) != "null"
+		b.CacheControl = nil
+		plain[i] = b
+	}
+	raw, _ := json.Marshal(plain)
+	return raw, bp
+}
+
+// anthropicBlocks reads a message content: a string, or an array of
+// blocks.
+func anthropicBlocks(raw json.RawMessage) ([]anthropicBlock, bool) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return []anthropicBlock{{Type: "text", Text: s}}, true
+	}
+	var blocks []anthropicBlock
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return nil, false
+	}
+	return blocks, true
 }
 
 func (anthropicDialect) parse(body []byte) (call, *apiError) {
@@ -50,31 +103,93 @@ func (anthropicDialect) parse(body []byte) (call, *apiError) {
 		return c, &apiError{kind: kindInvalid, detail: "messages: at least one message is required"}
 	}
 	c.maxTokens, c.stream = *req.MaxTokens, req.Stream
+	// The cache's prefix order: tools, system, messages.
+	for i, t := range req.Tools {
+		if t.Name == "" || len(t.InputSchema) == 0 {
+			return c, &apiError{kind: kindInvalid, detail: fmt.Sprintf("tools.%d: a custom tool needs name and input_schema", i)}
+		}
+		c.tools = append(c.tools, t.Name)
+		c.chars += runeCount(t.Name) + runeCount(t.Description) + rawChars(t.InputSchema)
+		bp := len(t.CacheControl) > 0 && string(t.CacheControl) != "null"
+		t.CacheControl = nil
+		raw, _ := json.Marshal(t)
+		c.mark(raw, bp)
+	}
 	sys, ok := textOf(req.System)
 	if !ok {
 		return c, &apiError{kind: kindInvalid, detail: "system: must be a string or an array of text blocks"}
 	}
-	c.chars = runeCount(sys)
+	if sys != "" {
+		c.chars += runeCount(sys)
+		sysBlocks, _ := anthropicBlocks(req.System)
+		raw, bp := anthropicPrefix(sysBlocks)
+		c.mark(raw, bp)
+	}
+	c.choice = toolChoice{mode: "auto"}
+	if tc := req.ToolChoice; tc != nil {
+		switch {
+		case tc.Type == "auto" || tc.Type == "none":
+			c.choice.mode = tc.Type
+		case tc.Type == "any":
+			c.choice.mode = "required"
+		case tc.Type == "tool" && c.declared(tc.Name):
+			c.choice = toolChoice{mode: "tool", name: tc.Name}
+		default:
+			return c, &apiError{kind: kindInvalid, detail: "tool_choice: use type auto, any, none, or tool with the name of a declared tool"}
+		}
+		if len(c.tools) == 0 && tc.Type != "none" {
+			return c, &apiError{kind: kindInvalid, detail: "tool_choice: may only be specified while providing tools"}
+		}
+	}
+	var uses map[string]bool // the tool_use ids of the last assistant turn
 	for i, m := range req.Messages {
 		if m.Role != "user" && m.Role != "assistant" {
 			return c, &apiError{kind: kindInvalid, detail: fmt.Sprintf("messages.%d.role: Input should be 'user' or 'assistant'", i)}
 		}
-		text, ok := textOf(m.Content)
+		blocks, ok := anthropicBlocks(m.Content)
 		if !ok {
 			return c, &apiError{kind: kindInvalid, detail: fmt.Sprintf("messages.%d.content: must be a string or an array of content blocks", i)}
 		}
+		if m.Role == "assistant" {
+			uses = map[string]bool{}
+		}
+		var text string
+		for j, b := range blocks {
+			switch b.Type {
+			case "text":
+				text += b.Text
+			case "tool_use":
+				uses[b.ID] = true
+				c.chars += runeCount(b.Name) + rawChars(b.Input)
+			case "tool_result":
+				if m.Role != "user" || !uses[b.ToolUseID] {
+					return c, &apiError{kind: kindInvalid, detail: fmt.Sprintf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, j, b.ToolUseID)}
+				}
+				out, _ := textOf(b.Content)
+				c.chars += runeCount(out)
+				c.toolResults++
+			}
+		}
 		c.chars += runeCount(text)
-		if m.Role == "user" {
+		if m.Role == "user" && text != "" {
 			c.prompt = text
 		}
+		raw, bp := anthropicPrefix(blocks)
+		c.mark(append([]byte(m.Role), raw...), bp)
 	}
 	return c, nil
 }
 
 // cost charges the prompt's tokens as the model counts them, and max_tokens
 // output tokens until the answer is known (see adjust).
+//
+// Tokens read from the prompt cache are not counted against input tokens
+// per minute: only input_tokens and cache_creation_input_tokens are, as
+// Anthropic documents for its current models
+// (https://docs.anthropic.com/en/api/rate-limits, "cache-aware ITPM").
 func (anthropicDialect) cost(c call) cost {
-	return cost{requests: 1, input: c.input, output: c.maxTokens, tokens: c.input + c.maxTokens}
+	in := c.input - c.cacheRead
+	return cost{requests: 1, input: in, output: c.maxTokens, tokens: in + c.maxTokens}
 }
 
 // adjust gives back the output tokens the answer did not use: Anthropic
@@ -183,7 +298,7 @@ func (anthropicDialect) writeAnswer(w http.ResponseWriter, c call, a answer, _ s
 		"type":          "message",
 		"role":          "assistant",
 		"model":         c.model,
-		"content":       []any{map[string]any{"type": "text", "text": a.text}},
+		"content":       []any{anthropicContent(a)},
 		"stop_reason":   anthropicStopReason(a),
 		"stop_sequence": nil,
 		"usage":         anthropicUsage(a),
@@ -192,10 +307,22 @@ func (anthropicDialect) writeAnswer(w http.ResponseWriter, c call, a answer, _ s
 
 func anthropicMessageID(a answer) string { return "msg_" + strings.TrimPrefix(a.id, "req_") }
 
-// anthropicStopReason is "max_tokens" for an answer cut at max_tokens, else
-// "end_turn".
+// anthropicContent is an answer's content block: its text, or its
+// tool_use.
+func anthropicContent(a answer) map[string]any {
+	if t := a.tool; t != nil {
+		return map[string]any{"type": "tool_use", "id": "toolu_" + t.id, "name": t.name, "input": json.RawMessage(t.args)}
+	}
+	return map[string]any{"type": "text", "text": a.text}
+}
+
+// anthropicStopReason is "tool_use" for a tool call, "max_tokens" for an
+// answer cut at max_tokens, else "end_turn".
 func anthropicStopReason(a answer) string {
-	if a.truncated {
+	switch {
+	case a.tool != nil:
+		return "tool_use"
+	case a.truncated:
 		return "max_tokens"
 	}
 	return "end_turn"
@@ -204,10 +331,10 @@ func anthropicStopReason(a answer) string {
 // anthropicUsage is an answer's usage object.
 func anthropicUsage(a answer) map[string]any {
 	return map[string]any{
-		"input_tokens":                a.in,
+		"input_tokens":                a.in - a.cacheRead - a.cacheWrite,
 		"output_tokens":               a.out,
-		"cache_creation_input_tokens": 0,
-		"cache_read_input_tokens":     0,
+		"cache_creation_input_tokens": a.cacheWrite,
+		"cache_read_input_tokens":     a.cacheRead,
 		"service_tier":                "standard",
 	}
 }

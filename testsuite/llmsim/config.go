@@ -102,6 +102,13 @@ type Model struct {
 	// means Period: one bucket holding the whole limit. Not negative, not
 	// longer than Period (whose zero is one minute).
 	Window time.Duration `json:"window" yaml:"window"`
+	// CacheTTL is how long a cached prompt prefix lives after it was last
+	// written or read (see the prompt cache in cache.go); zero means
+	// DefaultCacheTTL.
+	CacheTTL time.Duration `json:"cache_ttl" yaml:"cache_ttl"`
+	// CacheMinTokens is the shortest prefix, in tokens, the model caches;
+	// zero means DefaultCacheMinTokens.
+	CacheMinTokens int64 `json:"cache_min_tokens" yaml:"cache_min_tokens"`
 }
 
 // Account is an API key and the account it authenticates as.
@@ -266,6 +273,12 @@ func (m Model) validate(f string) error {
 	}
 	if m.Period < 0 {
 		return configErr(f+".period", m.Period.String(), "is negative", "use 0 for one minute or a positive duration such as 1s")
+	}
+	if m.CacheTTL < 0 {
+		return configErr(f+".cache_ttl", m.CacheTTL.String(), "is negative", "use 0 for 5m or a positive duration")
+	}
+	if m.CacheMinTokens < 0 {
+		return configErr(f+".cache_min_tokens", strconv.FormatInt(m.CacheMinTokens, 10), "is negative", "use 0 for 1024 or a positive number of tokens")
 	}
 	if m.Window < 0 {
 		return configErr(f+".window", m.Window.String(), "is negative", "use 0 to enforce each limit over its whole period, or a positive duration such as 1s")

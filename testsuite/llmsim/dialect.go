@@ -40,6 +40,18 @@ type call struct {
 	// includeUsage: an OpenAI stream ends with a usage chunk
 	// (stream_options.include_usage).
 	includeUsage bool
+	// tools names the declared tools in order, choice is the tool choice,
+	// and toolResults counts the tool results in the conversation (see
+	// chooseTool).
+	tools       []string
+	choice      toolChoice
+	toolResults int
+	// marks are the prompt's prefix boundaries, in order (see cache.go);
+	// cacheRead and cacheWrite are the tokens read from and written to the
+	// prompt cache, set by Sim, and hit the entry read.
+	marks                 []mark
+	cacheRead, cacheWrite int64
+	hit                   uint64
 }
 
 // answer is the deterministic reply to a call.
@@ -48,6 +60,21 @@ type answer struct {
 	text      string
 	truncated bool // cut at max_tokens
 	in, out   int64
+	// cacheRead and cacheWrite are the parts of in read from and written
+	// to the prompt cache.
+	cacheRead, cacheWrite int64
+	// tool, when set, is the tool the model calls instead of answering in
+	// text (text is then empty).
+	tool *toolCall
+}
+
+// streamText is what a streamed answer's deltas carry: the text, or a tool
+// call's arguments.
+func (a answer) streamText() string {
+	if a.tool != nil {
+		return a.tool.args
+	}
+	return a.text
 }
 
 // errorKind is what went wrong; each dialect renders it in its own format.
@@ -86,10 +113,15 @@ type apiError struct {
 // and the prompt itself, cut to max_tokens (as the model counts tokens) when
 // set.
 func compose(c call, requestID string) answer {
+	a := answer{id: requestID, in: c.input, cacheRead: c.cacheRead, cacheWrite: c.cacheWrite}
+	if tc := chooseTool(c, requestID); tc != nil {
+		a.tool = tc
+		a.out = c.spec.tokens(runeCount(tc.name) + runeCount(tc.args))
+		return a
+	}
 	h := fnv.New32a()
 	h.Write([]byte(c.prompt))
 	text := fmt.Sprintf("llmsim %s reply %08x: %s", c.model, h.Sum32(), c.prompt)
-	a := answer{id: requestID, in: c.input}
 	if c.maxTokens > 0 && c.spec.tokens(int64(utf8.RuneCountInString(text))) > c.maxTokens {
 		runes := []rune(text)
 		text = string(runes[:c.spec.chars(c.maxTokens)])

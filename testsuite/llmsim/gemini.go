@@ -57,7 +57,15 @@ func (geminiDialect) apiKey(r *http.Request) string {
 type geminiContent struct {
 	Role  string `json:"role"`
 	Parts []struct {
-		Text string `json:"text"`
+		Text         string `json:"text"`
+		FunctionCall *struct {
+			Name string          `json:"name"`
+			Args json.RawMessage `json:"args"`
+		} `json:"functionCall"`
+		FunctionResponse *struct {
+			Name     string          `json:"name"`
+			Response json.RawMessage `json:"response"`
+		} `json:"functionResponse"`
 	} `json:"parts"`
 }
 
@@ -75,6 +83,52 @@ type geminiRequest struct {
 	GenerationConfig  struct {
 		MaxOutputTokens *int64 `json:"maxOutputTokens"`
 	} `json:"generationConfig"`
+	Tools []struct {
+		FunctionDeclarations []struct {
+			Name                 string          `json:"name"`
+			Description          string          `json:"description"`
+			Parameters           json.RawMessage `json:"parameters"`
+			ParametersJSONSchema json.RawMessage `json:"parametersJsonSchema"`
+		} `json:"functionDeclarations"`
+	} `json:"tools"`
+	ToolConfig *struct {
+		FunctionCallingConfig *struct {
+			Mode                 string   `json:"mode"`
+			AllowedFunctionNames []string `json:"allowedFunctionNames"`
+		} `json:"functionCallingConfig"`
+	} `json:"toolConfig"`
+}
+
+// geminiTools reads the function declarations and the function calling
+// config into c.
+func (req geminiRequest) tools(c *call) *apiError {
+	for i, t := range req.Tools {
+		for j, f := range t.FunctionDeclarations {
+			if f.Name == "" {
+				return &apiError{kind: kindInvalid, detail: fmt.Sprintf("* GenerateContentRequest.tools[%d].function_declarations[%d].name: Name cannot be empty.", i, j)}
+			}
+			c.tools = append(c.tools, f.Name)
+			c.chars += runeCount(f.Name) + runeCount(f.Description) + rawChars(f.Parameters) + rawChars(f.ParametersJSONSchema)
+		}
+	}
+	c.choice = toolChoice{mode: "auto"}
+	if req.ToolConfig == nil || req.ToolConfig.FunctionCallingConfig == nil {
+		return nil
+	}
+	fc := req.ToolConfig.FunctionCallingConfig
+	switch fc.Mode {
+	case "", "MODE_UNSPECIFIED", "AUTO":
+	case "NONE":
+		c.choice.mode = "none"
+	case "ANY":
+		c.choice.mode = "required"
+		if len(fc.AllowedFunctionNames) == 1 && c.declared(fc.AllowedFunctionNames[0]) {
+			c.choice = toolChoice{mode: "tool", name: fc.AllowedFunctionNames[0]}
+		}
+	default:
+		return &apiError{kind: kindInvalid, detail: fmt.Sprintf("Invalid value at 'tool_config.function_calling_config.mode' (%s)", fc.Mode)}
+	}
+	return nil
 }
 
 func (d geminiDialect) parse(body []byte) (call, *apiError) {
@@ -89,15 +143,36 @@ func (d geminiDialect) parse(body []byte) (call, *apiError) {
 	if req.SystemInstruction != nil {
 		c.chars = runeCount(req.SystemInstruction.text())
 	}
+	if perr := req.tools(&c); perr != nil {
+		return c, perr
+	}
+	if c.chars > 0 {
+		raw, _ := json.Marshal([]any{req.SystemInstruction, req.Tools})
+		c.mark(raw, false)
+	}
 	for i, m := range req.Contents {
-		if m.Role != "" && m.Role != "user" && m.Role != "model" {
+		if m.Role != "" && m.Role != "user" && m.Role != "model" && m.Role != "function" {
 			return c, &apiError{kind: kindInvalid, detail: fmt.Sprintf("Please use a valid role: user, model. (contents[%d].role is %q)", i, m.Role)}
+		}
+		for j, p := range m.Parts {
+			switch {
+			case p.FunctionCall != nil:
+				c.chars += runeCount(p.FunctionCall.Name) + rawChars(p.FunctionCall.Args)
+			case p.FunctionResponse != nil:
+				if p.FunctionResponse.Name == "" {
+					return c, &apiError{kind: kindInvalid, detail: fmt.Sprintf("* GenerateContentRequest.contents[%d].parts[%d].function_response.name: Name cannot be empty.", i, j)}
+				}
+				c.chars += runeCount(p.FunctionResponse.Name) + rawChars(p.FunctionResponse.Response)
+				c.toolResults++
+			}
 		}
 		text := m.text()
 		c.chars += runeCount(text)
-		if m.Role != "model" {
+		if m.Role != "model" && text != "" {
 			c.prompt = text
 		}
+		raw, _ := json.Marshal(m)
+		c.mark(raw, false)
 	}
 	if n := req.GenerationConfig.MaxOutputTokens; n != nil {
 		if *n < 1 {
@@ -232,19 +307,33 @@ func (geminiDialect) writeAnswer(w http.ResponseWriter, c call, a answer, _ stri
 	if a.truncated {
 		finish = "MAX_TOKENS"
 	}
+	part := map[string]any{"text": a.text}
+	if t := a.tool; t != nil {
+		// The Gemini API gives most models' function calls no id.
+		part = map[string]any{"functionCall": map[string]any{"name": t.name, "args": json.RawMessage(t.args)}}
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"candidates": []any{map[string]any{
-			"content":      map[string]any{"parts": []any{map[string]any{"text": a.text}}, "role": "model"},
+			"content":      map[string]any{"parts": []any{part}, "role": "model"},
 			"finishReason": finish,
 			"index":        0,
 		}},
-		"usageMetadata": map[string]any{
+		"usageMetadata": geminiUsage(map[string]any{
 			"promptTokenCount":     a.in,
 			"candidatesTokenCount": a.out,
 			"totalTokenCount":      a.in + a.out,
 			"promptTokensDetails":  []any{map[string]any{"modality": "TEXT", "tokenCount": a.in}},
-		},
+		}, a),
 		"modelVersion": c.model,
 		"responseId":   strings.TrimPrefix(a.id, "req_"),
 	})
+}
+
+// geminiUsage adds cachedContentTokenCount, the part of the prompt read
+// from the implicit cache, when there is one.
+func geminiUsage(u map[string]any, a answer) map[string]any {
+	if a.cacheRead > 0 {
+		u["cachedContentTokenCount"] = a.cacheRead
+	}
+	return u
 }

@@ -29,12 +29,30 @@ func bearer(h string) string {
 type openAIRequest struct {
 	Model    string `json:"model"`
 	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
+		Role       string          `json:"role"`
+		Content    json.RawMessage `json:"content"`
+		ToolCallID string          `json:"tool_call_id"`
+		ToolCalls  []struct {
+			ID       string `json:"id"`
+			Type     string `json:"type"`
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
 	} `json:"messages"`
-	MaxTokens           *int64 `json:"max_tokens"`
-	MaxCompletionTokens *int64 `json:"max_completion_tokens"`
-	Stream              bool   `json:"stream"`
+	Tools []struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	} `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	MaxTokens           *int64          `json:"max_tokens"`
+	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
+	Stream              bool            `json:"stream"`
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
@@ -56,15 +74,47 @@ func (openAIDialect) parse(body []byte) (call, *apiError) {
 	}
 	c.stream = req.Stream
 	c.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	for i, t := range req.Tools {
+		if t.Type != "function" || t.Function.Name == "" {
+			return c, &apiError{kind: kindInvalid, param: fmt.Sprintf("tools[%d]", i), detail: fmt.Sprintf("Invalid 'tools[%d]': a function tool needs type 'function' and function.name.", i)}
+		}
+		c.tools = append(c.tools, t.Function.Name)
+		c.chars += runeCount(t.Function.Name) + runeCount(t.Function.Description) + rawChars(t.Function.Parameters)
+	}
+	if len(req.Tools) > 0 {
+		raw, _ := json.Marshal(req.Tools)
+		c.mark(raw, false)
+	}
+	choice, perr := openAIToolChoice(req.ToolChoice, c)
+	if perr != nil {
+		return c, perr
+	}
+	c.choice = choice
+	var calls map[string]bool // the tool calls of the last assistant message
 	for i, m := range req.Messages {
 		text, ok := textOf(m.Content)
 		if !ok {
 			return c, &apiError{kind: kindInvalid, param: fmt.Sprintf("messages[%d].content", i), detail: "content must be a string or an array of content parts"}
 		}
 		c.chars += runeCount(text)
-		if m.Role == "user" {
+		switch m.Role {
+		case "user":
 			c.prompt = text
+		case "assistant":
+			calls = map[string]bool{}
+			for _, tc := range m.ToolCalls {
+				calls[tc.ID] = true
+				c.chars += runeCount(tc.Function.Name) + runeCount(tc.Function.Arguments)
+			}
+		case "tool":
+			if !calls[m.ToolCallID] {
+				return c, &apiError{kind: kindInvalid, param: fmt.Sprintf("messages.[%d].tool_call_id", i),
+					detail: "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."}
+			}
+			c.toolResults++
 		}
+		raw, _ := json.Marshal(m)
+		c.mark(raw, false)
 	}
 	for _, n := range [...]*int64{req.MaxCompletionTokens, req.MaxTokens} {
 		if n != nil {
@@ -76,6 +126,36 @@ func (openAIDialect) parse(body []byte) (call, *apiError) {
 		}
 	}
 	return c, nil
+}
+
+// openAIToolChoice reads tool_choice: "none", "auto", "required" or
+// {"type":"function","function":{"name":…}} naming a declared tool.
+func openAIToolChoice(raw json.RawMessage, c call) (toolChoice, *apiError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return toolChoice{mode: "auto"}, nil
+	}
+	bad := &apiError{kind: kindInvalid, param: "tool_choice", detail: "Invalid value for 'tool_choice': use 'none', 'auto', 'required' or a named function."}
+	var mode string
+	if json.Unmarshal(raw, &mode) == nil {
+		switch mode {
+		case "none", "auto", "required":
+			if len(c.tools) == 0 && mode != "none" {
+				return toolChoice{}, &apiError{kind: kindInvalid, param: "tool_choice", detail: "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."}
+			}
+			return toolChoice{mode: mode}, nil
+		}
+		return toolChoice{}, bad
+	}
+	var named struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if json.Unmarshal(raw, &named) != nil || named.Type != "function" || !c.declared(named.Function.Name) {
+		return toolChoice{}, bad
+	}
+	return toolChoice{mode: "tool", name: named.Function.Name}, nil
 }
 
 // cost is OpenAI's documented up-front count: max(max_tokens, the prompt's
@@ -180,7 +260,7 @@ func (openAIDialect) writeAnswer(w http.ResponseWriter, c call, a answer, _ stri
 		"model":   c.model,
 		"choices": []any{map[string]any{
 			"index":         0,
-			"message":       map[string]any{"role": "assistant", "content": a.text, "refusal": nil, "annotations": []any{}},
+			"message":       openAIMessage(a),
 			"logprobs":      nil,
 			"finish_reason": openAIFinishReason(a),
 		}},
@@ -190,10 +270,25 @@ func (openAIDialect) writeAnswer(w http.ResponseWriter, c call, a answer, _ stri
 	})
 }
 
-// openAIFinishReason is "length" for an answer cut at max_tokens, else
-// "stop".
+// openAIMessage is an answer's assistant message: its text, or its tool
+// call (content null).
+func openAIMessage(a answer) map[string]any {
+	m := map[string]any{"role": "assistant", "content": a.text, "refusal": nil, "annotations": []any{}}
+	if t := a.tool; t != nil {
+		m["content"] = nil
+		m["tool_calls"] = []any{map[string]any{"id": "call_" + t.id, "type": "function",
+			"function": map[string]any{"name": t.name, "arguments": t.args}}}
+	}
+	return m
+}
+
+// openAIFinishReason is "tool_calls" for a tool call, "length" for an
+// answer cut at max_tokens, else "stop".
 func openAIFinishReason(a answer) string {
-	if a.truncated {
+	switch {
+	case a.tool != nil:
+		return "tool_calls"
+	case a.truncated:
 		return "length"
 	}
 	return "stop"
@@ -205,7 +300,7 @@ func openAIUsage(a answer) map[string]any {
 		"prompt_tokens":             a.in,
 		"completion_tokens":         a.out,
 		"total_tokens":              a.in + a.out,
-		"prompt_tokens_details":     map[string]any{"cached_tokens": 0, "audio_tokens": 0},
+		"prompt_tokens_details":     map[string]any{"cached_tokens": a.cacheRead, "audio_tokens": 0},
 		"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
 	}
 }

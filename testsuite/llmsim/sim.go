@@ -72,8 +72,9 @@ type Sim struct {
 	mu       sync.Mutex
 	models   map[string]Model // provider + "/" + name
 	accounts map[string]Account
-	limiters map[string]*limiter // account + "/" + provider + "/" + model
-	spent    map[string]int64    // tokens used, by account
+	limiters map[string]*limiter    // account + "/" + provider + "/" + model
+	caches   map[string]promptCache // as limiters
+	spent    map[string]int64       // tokens used, by account
 	rules    []*rule
 	rng      *rand.Rand
 	seq      uint64
@@ -95,6 +96,7 @@ func New(cfg Config, opts ...Option) (*Sim, error) {
 		models:   make(map[string]Model, len(cfg.Models)),
 		accounts: make(map[string]Account, len(cfg.Accounts)),
 		limiters: make(map[string]*limiter),
+		caches:   make(map[string]promptCache),
 		spent:    make(map[string]int64),
 		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		stats:    newStats(),
@@ -247,7 +249,7 @@ func (s *Sim) decide(d dialect, key string, c call, perr *apiError) outcome {
 		status = o.err.httpStatus(d.overloadStatus())
 		spendCap = o.err.kind == kindSpendCap
 	}
-	s.stats.record(c.model, o.now, status, spendCap, o.answer.in, o.answer.out)
+	s.stats.record(c.model, o.now, status, spendCap, o.answer)
 	return o
 }
 
@@ -266,6 +268,8 @@ func (s *Sim) check(d dialect, key string, c call, perr *apiError, o *outcome) *
 	c.spec, c.input = m, m.tokens(c.chars)
 	lim := s.limiter(acct.Name, m, o.now)
 	lim.refill(o.now)
+	pc := s.promptCache(acct.Name, m)
+	pc.read(&c, o.now)
 	defer d.limitHeaders(o.header, lim, o.now)
 
 	for _, r := range s.rules {
@@ -297,6 +301,7 @@ func (s *Sim) check(d dialect, key string, c call, perr *apiError, o *outcome) *
 		return e
 	}
 	o.answer = compose(c, o.requestID)
+	pc.write(c, o.now)
 	if a, ok := d.(adjuster); ok {
 		lim.refund(a.adjust(c, o.answer))
 	}
@@ -325,6 +330,17 @@ func (s *Sim) limiter(account string, m Model, now time.Time) *limiter {
 		s.limiters[k] = l
 	}
 	return l
+}
+
+// promptCache is the account's prompt cache on model m.
+func (s *Sim) promptCache(account string, m Model) promptCache {
+	k := account + "/" + m.Provider + "/" + m.Name
+	pc := s.caches[k]
+	if pc == nil {
+		pc = make(promptCache)
+		s.caches[k] = pc
+	}
+	return pc
 }
 
 // ceilSeconds is d in whole seconds, rounded up: how retry-after is sent.

@@ -25,6 +25,11 @@ type Stats struct {
 	// calls.
 	InputTokens  int64
 	OutputTokens int64
+	// CacheReadTokens and CacheWriteTokens are the parts of InputTokens
+	// read from and written to the prompt cache (writes are counted for
+	// Anthropic only, the one provider that reports them).
+	CacheReadTokens  int64
+	CacheWriteTokens int64
 }
 
 func (s *Stats) add(o Stats) {
@@ -36,6 +41,8 @@ func (s *Stats) add(o Stats) {
 	s.Failed += o.Failed
 	s.InputTokens += o.InputTokens
 	s.OutputTokens += o.OutputTokens
+	s.CacheReadTokens += o.CacheReadTokens
+	s.CacheWriteTokens += o.CacheWriteTokens
 }
 
 // Second is one second of a Series: calls accepted and 429s sent in the second
@@ -57,7 +64,7 @@ func newStats() stats {
 }
 
 // record counts one answer for model at now.
-func (st *stats) record(model string, now time.Time, status int, spendCap bool, in, out int64) {
+func (st *stats) record(model string, now time.Time, status int, spendCap bool, a answer) {
 	s := st.byModel[model]
 	if s == nil {
 		s = &Stats{}
@@ -67,8 +74,10 @@ func (st *stats) record(model string, now time.Time, status int, spendCap bool, 
 	switch {
 	case status == 200:
 		s.Accepted++
-		s.InputTokens += in
-		s.OutputTokens += out
+		s.InputTokens += a.in
+		s.OutputTokens += a.out
+		s.CacheReadTokens += a.cacheRead
+		s.CacheWriteTokens += a.cacheWrite
 	case status == 429:
 		s.TooManyRequests++
 		if spendCap {

@@ -23,7 +23,9 @@ import (
 //     message_delta (stop_reason and the final output tokens), message_stop.
 //
 // The answer and its usage are the non-streamed ones, cut into deltas of
-// chunkRunes characters. Config.Latency delays the first delta (the time to
+// chunkRunes characters (a tool call's arguments, for a tool call: OpenAI
+// delta.tool_calls with the id and name first, Anthropic a tool_use block
+// and input_json_delta events). Config.Latency delays the first delta (the time to
 // first token), after the opening events. Mid-stream faults (FaultStall,
 // FaultDisconnect, and any kind with Fault.MidStream) strike after
 // Fault.AfterChunks deltas. A stream cut short is charged and counted as
@@ -136,7 +138,7 @@ func (s *Sim) writeStream(w http.ResponseWriter, r *http.Request, d streamDialec
 	if !send(d.streamHead(st)...) || !pause(ctx, o.delay) {
 		return
 	}
-	pieces := split(o.answer.text, chunkRunes)
+	pieces := split(o.answer.streamText(), chunkRunes)
 	f := o.streamFault
 	for i := 0; ; i++ {
 		if f != nil && i == min(f.AfterChunks, len(pieces)) {
@@ -254,10 +256,20 @@ func openAIChoice(delta map[string]any, finish any) []any {
 }
 
 func (d openAIDialect) streamHead(st streamed) []event {
-	return []event{jsonEvent("", d.chunk(st, openAIChoice(map[string]any{"role": "assistant", "content": "", "refusal": nil}, nil), nil))}
+	delta := map[string]any{"role": "assistant", "content": "", "refusal": nil}
+	if t := st.answer.tool; t != nil {
+		delta["content"] = nil
+		delta["tool_calls"] = []any{map[string]any{"index": 0, "id": "call_" + t.id, "type": "function",
+			"function": map[string]any{"name": t.name, "arguments": ""}}}
+	}
+	return []event{jsonEvent("", d.chunk(st, openAIChoice(delta, nil), nil))}
 }
 
 func (d openAIDialect) streamDelta(st streamed, text string) event {
+	if st.answer.tool != nil {
+		return jsonEvent("", d.chunk(st, openAIChoice(map[string]any{"tool_calls": []any{
+			map[string]any{"index": 0, "function": map[string]any{"arguments": text}}}}, nil), nil))
+	}
 	return jsonEvent("", d.chunk(st, openAIChoice(map[string]any{"content": text}, nil), nil))
 }
 
@@ -278,6 +290,10 @@ func (d openAIDialect) streamError(e *apiError, requestID string) event {
 // Anthropic: named events from message_start to message_stop.
 
 func (anthropicDialect) streamHead(st streamed) []event {
+	block := map[string]any{"type": "text", "text": ""}
+	if t := st.answer.tool; t != nil {
+		block = map[string]any{"type": "tool_use", "id": "toolu_" + t.id, "name": t.name, "input": map[string]any{}}
+	}
 	usage := anthropicUsage(st.answer)
 	usage["output_tokens"] = 1 // what message_start reports before any output
 	return []event{
@@ -292,12 +308,16 @@ func (anthropicDialect) streamHead(st streamed) []event {
 			"usage":         usage,
 		}}),
 		jsonEvent("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
-			"content_block": map[string]any{"type": "text", "text": ""}}),
+			"content_block": block}),
 		jsonEvent("ping", map[string]any{"type": "ping"}),
 	}
 }
 
-func (anthropicDialect) streamDelta(_ streamed, text string) event {
+func (anthropicDialect) streamDelta(st streamed, text string) event {
+	if st.answer.tool != nil {
+		return jsonEvent("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+			"delta": map[string]any{"type": "input_json_delta", "partial_json": text}})
+	}
 	return jsonEvent("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
 		"delta": map[string]any{"type": "text_delta", "text": text}})
 }

@@ -14,6 +14,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
@@ -104,6 +105,7 @@ func (r *recorder) run(ctx context.Context, sc scenario) error {
 	w := worker.New(r.client, taskQueue, worker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{ic}})
 	activities.Register(w, acts)
 	workflows.Register(w)
+	w.RegisterActivityWithOptions(lookup, activity.RegisterOptions{Name: lookupTool.Name})
 	if err := w.Start(); err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 
 	"github.com/tollgate/tollgate"
+	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
 	"github.com/tollgate/tollgate/workflows"
@@ -43,23 +46,24 @@ func scenarios() []scenario {
 			name:     "plain",
 			sim:      llmsim.Config{Models: openaiModels("gpt-plain")},
 			policies: map[quota.Key]quota.Policy{openaiKey("gpt-plain"): generous()},
-			input:    agent("gpt-plain", 2),
+			input:    agent("gpt-plain", lookupTool),
 			check: func(events []*historypb.HistoryEvent) error {
-				return wantAttempts(events, 1, 1)
+				return wantAttempts(events, 1, 1, 1)
 			},
 		},
 		{
-			// One request per 2 s: turn 1 takes the only token, turn 2 is
-			// refused once and admitted when its reserved place matures.
+			// One request per 2 s: turn 1 takes the only token, the tool
+			// runs, and turn 2 is refused once and admitted when its
+			// reserved place matures.
 			name:     "refused",
 			sim:      llmsim.Config{Models: openaiModels("gpt-refused")},
 			policies: map[quota.Key]quota.Policy{openaiKey("gpt-refused"): {Limits: []quota.Limit{quota.Per(quota.Requests, 1, 2*time.Second)}}},
-			input:    agent("gpt-refused", 2),
+			input:    agent("gpt-refused", lookupTool),
 			check: func(events []*historypb.HistoryEvent) error {
-				if err := wantAttempts(events, 1, 2); err != nil {
+				if err := wantAttempts(events, 1, 1, 2); err != nil {
 					return err
 				}
-				return wantLastFailure(events, 1, tollgate.QuotaRefused)
+				return wantLastFailure(events, 2, tollgate.QuotaRefused)
 			},
 		},
 		{
@@ -69,9 +73,9 @@ func scenarios() []scenario {
 			sim:            llmsim.Config{Models: openaiModels("gpt-waited")},
 			policies:       map[quota.Key]quota.Policy{openaiKey("gpt-waited"): {Limits: []quota.Limit{quota.Per(quota.Requests, 1, 2*time.Second)}}},
 			waitInWorkflow: true,
-			input:          agent("gpt-waited", 2),
+			input:          agent("gpt-waited", lookupTool),
 			check: func(events []*historypb.HistoryEvent) error {
-				if err := wantAttempts(events, 1, 1); err != nil {
+				if err := wantAttempts(events, 1, 1, 1); err != nil {
 					return err
 				}
 				return wantEvents(events, enumspb.EVENT_TYPE_TIMER_STARTED, 1)
@@ -84,7 +88,7 @@ func scenarios() []scenario {
 				Faults: []llmsim.Fault{{Kind: llmsim.FaultRateLimit, Model: "gpt-429", Times: 1, RetryAfter: time.Second}},
 			},
 			policies: map[quota.Key]quota.Policy{openaiKey("gpt-429"): generous()},
-			input:    agent("gpt-429", 1),
+			input:    agent("gpt-429"),
 			check: func(events []*historypb.HistoryEvent) error {
 				if err := wantAttempts(events, 2); err != nil {
 					return err
@@ -99,7 +103,7 @@ func scenarios() []scenario {
 				Faults: []llmsim.Fault{{Kind: llmsim.FaultSpendCap, Model: "gpt-capped"}},
 			},
 			policies: map[quota.Key]quota.Policy{openaiKey("gpt-capped"): generous()},
-			input:    agent("gpt-capped", 1),
+			input:    agent("gpt-capped"),
 			fails:    tollgate.SpendCapReached,
 			check: func(events []*historypb.HistoryEvent) error {
 				return wantAttempts(events, 1)
@@ -121,7 +125,7 @@ func scenarios() []scenario {
 				{Provider: "anthropic", Model: "claude-backup"}: generous(),
 			},
 			fallbacks: map[string][]string{"openai/gpt-primary": {"anthropic/claude-backup"}},
-			input:     agent("gpt-primary", 1),
+			input:     agent("gpt-primary"),
 			child:     "escalation_child",
 			check: func(events []*historypb.HistoryEvent) error {
 				if err := wantAttempts(events, 4); err != nil {
@@ -148,8 +152,21 @@ func generous() quota.Policy {
 	return quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10_000), quota.PerMinute(quota.Tokens, 10_000_000)}}
 }
 
-func agent(model string, turns int) workflows.AgentInput {
-	return workflows.AgentInput{Provider: "openai", Model: model, Task: "Plan a trip to Lisbon.", Turns: turns, MaxOutputTokens: 64}
+// agent is an AgentWorkflow's input with the given tools: the model calls
+// each once, then answers.
+func agent(model string, tools ...activities.Tool) workflows.AgentInput {
+	return workflows.AgentInput{Provider: "openai", Model: model, Task: "Plan a trip to Lisbon.", Tools: tools, MaxOutputTokens: 64}
+}
+
+// lookupTool is the tool the two-turn agents call.
+var lookupTool = activities.Tool{
+	Name:       "lookup",
+	Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}}}`),
+}
+
+// lookup is lookupTool's activity.
+func lookup(ctx context.Context, call activities.ToolCall) (string, error) {
+	return `{"city":"Lisbon","days":3}`, nil
 }
 
 // attempts returns, per activity in scheduling order, the attempt number of
