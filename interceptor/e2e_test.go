@@ -107,8 +107,11 @@ type retrySample struct {
 
 // requireRetriedAfter requires that the server started each retry no
 // earlier than asked (less the embedded server's timer precision), and
-// within 250 ms after it: the median of the samples, so that one retry
-// dispatched late on a loaded host does not decide.
+// within 500 ms after it: the median of the samples, so that one retry
+// dispatched late on a loaded host does not decide. A retry timed by the
+// retry policy instead (1 s, then doubling) misses that window by a second
+// or more; a quiet host starts them within about 50 ms, a host running
+// every package's tests at once within about 300.
 func requireRetriedAfter(t *testing.T, samples []retrySample) {
 	t.Helper()
 	late := make([]time.Duration, len(samples))
@@ -119,7 +122,7 @@ func requireRetriedAfter(t *testing.T, samples []retrySample) {
 		late[i] = s.took - s.asked
 	}
 	slices.Sort(late)
-	require.LessOrEqual(t, late[len(late)/2], 250*time.Millisecond, "median lateness of the retries (each: %v)", late)
+	require.LessOrEqual(t, late[len(late)/2], 500*time.Millisecond, "median lateness of the retries (each: %v)", late)
 }
 
 // A call the bucket cannot take now is retried by the server exactly when
