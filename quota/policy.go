@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,6 +73,17 @@ type Policy struct {
 	// copies the map: a Policy read back from Policies must be treated as
 	// read-only.
 	TenantWeights map[string]float64
+	// Models are further model names charged to this budget, as providers
+	// meter them: Anthropic a model family's versions against one limit,
+	// Gemini a project's models. A call on the same provider and account
+	// (any tenant) naming one of them is charged here (Policies.Lookup
+	// resolves it to this key). A name ending in "*" is a family pattern:
+	// it matches every model beginning with the rest. A model with a
+	// policy of its own is charged there; otherwise an exact name wins
+	// over a pattern and a longer pattern over a shorter one. Only an
+	// account-wide policy (no Tenant) may set it; NewPolicies copies the
+	// slice.
+	Models []string
 }
 
 // Bounds of a tenant's weight (Policy.Weight, Policy.TenantWeights): a
@@ -261,6 +273,9 @@ func (p Policy) Reserved(effective int64) float64 {
 // concurrent use.
 type Policies struct {
 	byKey map[Key]Policy
+	// shared resolves the model names charged to another key's budget
+	// (Policy.Models), per provider and account.
+	shared map[account]*sharedModels
 }
 
 // NewPolicies validates every entry and returns the set. Each key must be
@@ -290,9 +305,16 @@ func NewPolicies(m map[Key]Policy) (Policies, error) {
 		if p.TenantWeights != nil {
 			p.TenantWeights = maps.Clone(p.TenantWeights)
 		}
+		if p.Models != nil {
+			p.Models = slices.Clone(p.Models)
+		}
 		byKey[k] = p.WithDefaults()
 	}
-	return Policies{byKey: byKey}, nil
+	shared, err := sharedIndex(keys, byKey)
+	if err != nil {
+		return Policies{}, err
+	}
+	return Policies{byKey: byKey, shared: shared}, nil
 }
 
 // nesting reports an *InvalidError for a weight given where it means
@@ -326,6 +348,10 @@ func (ps Policies) Lookup(k Key) (bucket Key, p Policy, ok bool) {
 	if p, ok := ps.byKey[k]; ok {
 		return k, p, true
 	}
+	k = ps.resolve(k)
+	if p, ok := ps.byKey[k]; ok {
+		return k, p, true
+	}
 	if k.Tenant != "" {
 		k = k.WithoutTenant()
 		if p, ok := ps.byKey[k]; ok {
@@ -344,7 +370,7 @@ func (ps Policies) Account(k Key) (account Key, p Policy, ok bool) {
 	if k.Tenant == "" {
 		return Key{}, Policy{}, false
 	}
-	k = k.WithoutTenant()
+	k = ps.resolve(k.WithoutTenant())
 	if p, ok := ps.byKey[k]; ok {
 		return k, p, true
 	}
@@ -357,6 +383,9 @@ func (ps Policies) Account(k Key) (account Key, p Policy, ok bool) {
 func (ps Policies) Weight(k Key) float64 {
 	if k.Tenant == "" {
 		return 1
+	}
+	if _, ok := ps.byKey[k]; !ok {
+		k = ps.resolve(k)
 	}
 	if p, ok := ps.byKey[k]; ok && p.Weight != 0 {
 		return p.Weight

@@ -81,6 +81,11 @@ func Run(t *testing.T, newStore Factory) {
 		{"start_after_slot", testStartAfterSlot},
 		{"late_start", testLateStart},
 		{"margin", testMargin},
+		{"pool_spread", testPoolSpread},
+		{"pool_skip", testPoolSkip},
+		{"pool_release", testPoolRelease},
+		{"pool_oversize", testPoolOversize},
+		{"shared_limit", testSharedLimit},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, s) })
 	}
