@@ -49,11 +49,14 @@ type call struct {
 	input   any
 	// stopRenewing ends the renewals of the call's grant (see keep).
 	stopRenewing func()
+	// pool is set for a call on a pool's key (see joinPool); r.Key is
+	// then the member it is admitted on, once it is.
+	pool *pooled
 }
 
 // target names the call's provider, account and model, as escalations do.
 func (c *call) target() string {
-	k := c.r.Key
+	k := c.named()
 	return tollgate.Target{Provider: k.Provider, Account: k.Account, Model: k.Model}.String()
 }
 
@@ -85,6 +88,9 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 	c.att.load(ctx, a.out)
 	c.att.number = c.info.Attempt
 	ctx = context.WithValue(ctx, attemptKey{}, &c.att)
+	if err := a.joinPool(ctx, c); err != nil {
+		return nil, err
+	}
 	return a.governed(ctx, in, c)
 }
 
@@ -136,10 +142,8 @@ func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteA
 	o := &a.root.opts
 	var d quota.Decision
 	for visit := 0; ; visit++ {
-		start := time.Now()
 		var err error
-		d, err = o.Store.Reserve(ctx, c.r)
-		a.root.ins.store(ctx, "reserve", start)
+		d, err = a.reserve(ctx, c)
 		if err != nil {
 			return a.reserveFailed(ctx, in, c, err)
 		}
@@ -168,6 +172,10 @@ func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteA
 		c.charged = c.r.Cost
 	}
 	if err := a.countLost(ctx, c); err != nil {
+		return nil, err
+	}
+	if err := a.onMember(ctx, in, c); err != nil {
+		a.giveBack(ctx, c, d)
 		return nil, err
 	}
 
@@ -407,6 +415,9 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 				return err
 			}
 		}
+		if c.pool != nil {
+			return a.moveOn(ctx, c, v.Class.String()+" for "+wait.Round(time.Millisecond).String())
+		}
 		a.root.ins.retry(ctx, c.r.Key, "provider", wait)
 		c.att.save(ctx, a.out)
 		return temporal.NewApplicationErrorWithOptions(
@@ -425,6 +436,9 @@ func (a *activityInbound) conclude(ctx context.Context, c *call, callErr error, 
 		reason := pauseReason(v.Class)
 		closed := a.pause(ctx, c.r.Key, until.Sub(now), reason)
 		o.Logger.Warn("tollgate: key closed until its reset", "key", closed.String(), "class", v.Class.String(), "code", v.Code, "until", until.UTC().Format(time.RFC3339))
+		if c.pool != nil {
+			return a.moveOn(ctx, c, "closed ("+v.Class.String()+") until "+until.UTC().Format(time.RFC3339))
+		}
 		return a.closed(ctx, c, reason, until, callErr)
 
 	case classify.Transient, classify.BadRequest, classify.NotFound, classify.Auth, classify.ContextTooLong:
@@ -467,7 +481,7 @@ func (a *activityInbound) escalate(ctx context.Context, c *call, reason string, 
 	}
 	next := "the next model of its fallback chain"
 	if c.step == nil {
-		d.Backups = a.root.opts.backups(c.r.Key)
+		d.Backups = a.root.opts.backups(c.named())
 		if len(d.Backups) == 0 {
 			return nil
 		}
@@ -539,7 +553,7 @@ func (a *activityInbound) backoff(n int) time.Duration {
 // saveIfSpent records the budget when the call has spent any of it, so the
 // next attempt still sees it.
 func (a *attempt) saveIfSpent(ctx context.Context, out interceptor.ActivityOutboundInterceptor) {
-	if a.budget.RateLimited > 0 || a.budget.Transient > 0 {
+	if a.budget.RateLimited > 0 || a.budget.Transient > 0 || a.budget.Member != "" {
 		a.save(ctx, out)
 	}
 }

@@ -31,6 +31,10 @@ type budget struct {
 	// worker died or stopped heartbeating and the server timed it out,
 	// with nobody left to count it.
 	Running int32 `json:"running,omitempty"`
+	// Member is, for a call on a pool, the member it was last admitted
+	// on (a quota.Key's String), which the next attempt asks first: a
+	// place or grant held there is found, not left to lapse.
+	Member string `json:"member,omitempty"`
 }
 
 const budgetMarker = "v1"
@@ -123,6 +127,13 @@ func (a *attempt) spend(counter *int) int {
 	defer a.mu.Unlock()
 	*counter++
 	return *counter
+}
+
+// setMember records the pool member the call is held on.
+func (a *attempt) setMember(m string) {
+	a.mu.Lock()
+	a.budget.Member = m
+	a.mu.Unlock()
 }
 
 // save records the budget (after the activity's own details) so the next

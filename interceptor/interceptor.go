@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/workflow"
@@ -19,6 +20,8 @@ type WorkerInterceptor struct {
 	counters counters
 	// ungoverned holds the keys without a policy already logged.
 	ungoverned sync.Map
+	// poolTurn rotates the member a pool call asks first.
+	poolTurn atomic.Uint64
 }
 
 var _ interceptor.WorkerInterceptor = (*WorkerInterceptor)(nil)

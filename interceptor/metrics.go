@@ -74,6 +74,7 @@ const (
 	MetricFallbacks    = "tollgate.fallbacks"
 	MetricSpendCaps    = "tollgate.spend_caps"
 	MetricStoreLatency = "tollgate.store.latency"
+	MetricPoolCalls    = "tollgate.pool.calls"
 )
 
 // Values of the tenant attribute beside the tenants named in
@@ -104,6 +105,7 @@ type instruments struct {
 	fallbacks    metric.Int64Counter
 	spendCaps    metric.Int64Counter
 	storeLatency metric.Float64Histogram
+	poolCalls    metric.Int64Counter
 }
 
 func newInstruments(m metric.Meter, on bool, tenants []string) (*instruments, error) {
@@ -142,7 +144,20 @@ func newInstruments(m metric.Meter, on bool, tenants []string) (*instruments, er
 		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1)); err != nil {
 		return nil, err
 	}
+	if ins.poolCalls, err = m.Int64Counter(MetricPoolCalls,
+		metric.WithDescription("Calls on a pool's key run, by pool and by the member that served them.")); err != nil {
+		return nil, err
+	}
 	return &ins, nil
+}
+
+// served counts a pool call run on member.
+func (ins *instruments) served(ctx context.Context, pool, member quota.Key) {
+	if !ins.on {
+		return
+	}
+	key, tenant := ins.keyAttrs(pool)
+	ins.poolCalls.Add(ctx, 1, metric.WithAttributes(key, tenant, attribute.String("member", member.WithoutTenant().String())))
 }
 
 // keyAttrs returns the attributes naming k: its account as key, and its

@@ -72,6 +72,18 @@ type Options struct {
 	// have finished, as their histories hold its waits. Default false.
 	WaitInWorkflow bool
 
+	// Pools are the keys served by several members (quota.NewPools): a
+	// call on a pool's key is admitted on the member that can run it
+	// soonest (quota.AdmitPool) and runs there, its input retargeted to
+	// the member's account and model (tollgate.Retargetable, which
+	// activities.Request implements: the worker's configuration for that
+	// account gives its key and endpoint). A member that rate limits or
+	// closes (a spend cap) is paused as any key is, and the call is
+	// retried at once on another; only when every member is closed does
+	// the call fail or escalate (Fallbacks of the pool's own target).
+	// Default: none.
+	Pools quota.Pools
+
 	// RateLimitWait is the wait after a rate limit or overload whose answer
 	// gave no hint (no Retry-After, retry-after-ms or Gemini retryDelay).
 	// Default 5 s.

@@ -50,6 +50,9 @@ type placeResult struct {
 	Outcome quota.Outcome
 	Wait    time.Duration
 	Reason  quota.Reason
+	// Member is, for a call on a pool, the member the place was taken
+	// on (quota.AdmitPool); zero otherwise.
+	Member quota.Key `json:",omitempty"`
 }
 
 // reservePlace is the local activity behind Options.WaitInWorkflow: it
@@ -57,8 +60,20 @@ type placeResult struct {
 // lease; the activity takes the lease when it starts.
 func (w *WorkerInterceptor) reservePlace(ctx context.Context, in placeInput) (placeResult, error) {
 	start := time.Now()
-	d, err := w.opts.Store.Reserve(ctx, quota.Reservation{Key: in.Key, Ticket: in.Ticket, Cost: in.Cost, Priority: in.Priority, Prompt: in.Prompt,
-		Place: true, LeaseTTL: in.TTL})
+	r := quota.Reservation{Key: in.Key, Ticket: in.Ticket, Cost: in.Cost, Priority: in.Priority, Prompt: in.Prompt,
+		Place: true, LeaseTTL: in.TTL}
+	var (
+		d      quota.Decision
+		member quota.Key
+		err    error
+	)
+	if members, ok := w.opts.Pools.Members(in.Key); ok {
+		var adm quota.PoolAdmission
+		adm, err = quota.AdmitPool(ctx, w.opts.Store, members, r, int(w.poolTurn.Add(1)%uint64(len(members))))
+		d, member, in.Key = adm.Decision, adm.Member, adm.Member
+	} else {
+		d, err = w.opts.Store.Reserve(ctx, r)
+	}
 	w.ins.store(ctx, "reserve", start)
 	if err != nil {
 		return placeResult{}, err
@@ -67,7 +82,7 @@ func (w *WorkerInterceptor) reservePlace(ctx context.Context, in placeInput) (pl
 		w.counters.waitedInWorkflow.Add(1)
 		w.ins.admission(ctx, in.Key, d)
 	}
-	return placeResult{Outcome: d.Outcome, Wait: d.Wait, Reason: d.Reason}, nil
+	return placeResult{Outcome: d.Outcome, Wait: d.Wait, Reason: d.Reason, Member: member}, nil
 }
 
 // cancelPlace gives back a place the workflow no longer waits for.
@@ -108,9 +123,10 @@ func (w *WorkerInterceptor) charge(activityType string, args []any) (quota.Charg
 // store could not be asked. The place waits for its activity the
 // activity's ScheduleToStart timeout once mature (defaultPlaceTTL without
 // one), then lapses and is refunded, so a workflow terminated or timed out
-// meanwhile holds nothing for long. An error is the workflow's
-// cancellation, after the place was given back.
-func (o *workflowOutbound) reserve(ctx workflow.Context, charge quota.Charge, ao workflow.ActivityOptions) (string, error) {
+// meanwhile holds nothing for long. For a call on a pool, member is the
+// member the place was taken on (quota.Key.String), "" otherwise. An error
+// is the workflow's cancellation, after the place was given back.
+func (o *workflowOutbound) reserve(ctx workflow.Context, charge quota.Charge, ao workflow.ActivityOptions) (ticket, member string, err error) {
 	info := workflow.GetInfo(ctx)
 	o.calls++
 	in := placeInput{
@@ -131,9 +147,13 @@ func (o *workflowOutbound) reserve(ctx workflow.Context, charge quota.Charge, ao
 	var res placeResult
 	if err := workflow.ExecuteLocalActivity(lctx, o.root.reservePlace, in).Get(ctx, &res); err != nil {
 		if ctx.Err() != nil {
-			return "", err
+			return "", "", err
 		}
-		return "", nil // the activity will meet the store's trouble itself
+		return "", "", nil // the activity will meet the store's trouble itself
+	}
+	if res.Member != (quota.Key{}) {
+		in.Key = res.Member // the place is the member's, and so its cancel
+		member = res.Member.String()
 	}
 	pastDeadline := ao.ScheduleToCloseTimeout > 0 && res.Wait > ao.ScheduleToCloseTimeout
 	if res.Outcome == quota.Queued && res.Reason == quota.Capacity && !pastDeadline {
@@ -147,15 +167,15 @@ func (o *workflowOutbound) reserve(ctx workflow.Context, charge quota.Charge, ao
 		if err := workflow.Sleep(ctx, wait); err != nil {
 			dctx, _ := workflow.NewDisconnectedContext(lctx)
 			_ = workflow.ExecuteLocalActivity(dctx, o.root.cancelPlace, in).Get(dctx, nil)
-			return "", err
+			return "", "", err
 		}
 	}
-	return in.Ticket, nil
+	return in.Ticket, member, nil
 }
 
 // execute schedules the activity, handing it the ticket of the place it
-// reserved ("" for none).
-func (o *workflowOutbound) execute(ctx workflow.Context, ticket string, activityType string, args []any) workflow.Future {
+// reserved ("" for none) and, for a pool, the member it took it on.
+func (o *workflowOutbound) execute(ctx workflow.Context, ticket, member string, activityType string, args []any) workflow.Future {
 	header := interceptor.WorkflowHeader(ctx)
 	if ticket == "" || header == nil {
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
@@ -167,6 +187,11 @@ func (o *workflowOutbound) execute(ctx workflow.Context, ticket string, activity
 	// The SDK gives every ExecuteActivity call a header of its own, and
 	// sends it as it stands when the command goes out: it stays set.
 	header[ticketHeader] = payload
+	if member != "" {
+		if p, err := converter.GetDefaultDataConverter().ToPayload(member); err == nil {
+			header[memberHeader] = p
+		}
+	}
 	return o.Next.ExecuteActivity(ctx, activityType, args...)
 }
 

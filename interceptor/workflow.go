@@ -67,12 +67,12 @@ func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	result, settable := workflow.NewFuture(ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		if waits {
-			ticket, err := o.reserve(ctx, charge, ao)
+			ticket, member, err := o.reserve(ctx, charge, ao)
 			if err != nil {
 				settable.Set(nil, err)
 				return
 			}
-			fut = o.execute(ctx, ticket, activityType, args)
+			fut = o.execute(ctx, ticket, member, activityType, args)
 		}
 		var raw converter.RawValue
 		err := fut.Get(ctx, &raw)

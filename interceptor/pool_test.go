@@ -1,0 +1,66 @@
+package interceptor_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/tollgate/tollgate/interceptor"
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/testsuite/llmsim"
+)
+
+// poolSetup is a pool of two members of one model's calls: east, which
+// allows two calls a minute (as does its provider), and west, which never
+// binds. Each member serves its own model, so a call's answer says which
+// member ran it.
+func poolSetup(t *testing.T) (quota.Pools, map[quota.Key]quota.Policy, llmsim.Config) {
+	t.Helper()
+	east := quota.Key{Provider: "openai", Account: "east", Model: "gpt-east"}
+	west := quota.Key{Provider: "openai", Account: "west", Model: "gpt-west"}
+	policies := map[quota.Key]quota.Policy{
+		east: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 2).WithBurst(time.Minute)}},
+		west: generous(),
+	}
+	ps, err := quota.NewPolicies(policies)
+	require.NoError(t, err)
+	pools, err := quota.NewPools(ps, map[quota.Key][]quota.Key{openaiKey("gpt-pool"): {east, west}})
+	require.NoError(t, err)
+	models := simModels("gpt-west")
+	models = append(models, llmsim.Model{Provider: llmsim.OpenAI, Name: "gpt-east", RequestsPerMinute: 2})
+	return pools, policies, llmsim.Config{Models: models}
+}
+
+// Calls on a pool run on the members with room: none waits or meets a 429
+// while another member has room, and no member runs more than its limit.
+func TestPoolAdmitsWhereThereIsRoom(t *testing.T) {
+	for _, inWorkflow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("wait_in_workflow=%v", inWorkflow), func(t *testing.T) {
+			pools, policies, cfg := poolSetup(t)
+			e := newEnv(t, cfg)
+			ic, _ := e.startWorker(interceptor.Options{Store: memoryStore(t, policies), Pools: pools, WaitInWorkflow: inWorkflow})
+			const n = 8
+			runs := make([]client.WorkflowRun, n)
+			for i := range runs {
+				runs[i] = e.start(fmt.Sprintf("pool-%v-%d", inWorkflow, i), agent("gpt-pool"))
+			}
+			served := map[string]int{}
+			for _, run := range runs {
+				out, err := e.result(run)
+				require.NoError(t, err)
+				served[out.Turns[0].Model]++
+			}
+			t.Logf("served: %v", served)
+			require.Equal(t, n, served["gpt-east"]+served["gpt-west"], "every call ran on a member: %v", served)
+			require.LessOrEqual(t, served["gpt-east"], 2, "east ran more than its two calls a minute")
+			require.Zero(t, e.sim.Stats("gpt-east").TooManyRequests)
+			st := ic.Stats()
+			require.Zero(t, st.ProviderRateLimited)
+			require.Zero(t, st.Queued, "a call waited while west had room")
+			require.EqualValues(t, n, st.Admitted)
+		})
+	}
+}
