@@ -1,9 +1,13 @@
 package quotatest
 
 import (
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/quota"
@@ -101,14 +105,14 @@ func testPoolSpread(t *testing.T, s suite) {
 func testPoolSkip(t *testing.T, s suite) {
 	perMin := quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 10).WithBurst(time.Minute)}}
 	p := s.setupPool(t, "pool-skip", perMin, perMin, perMin)
-	p.on(0).pause(time.Hour, "spend_cap")
+	p.on(0).pause(time.Hour, quota.PauseSpendCap)
 	p.admit("a", reqs(1), 0, 1, granted)
-	p.on(1).pause(5*time.Second, "provider overloaded")
+	p.on(1).pause(5*time.Second, quota.PauseOverloaded)
 	p.admit("b", reqs(1), 0, 2, granted)
 	p.levelsOf(rq, 10, 9, 9)
 
-	p.on(2).pause(2*time.Second, "provider overloaded")
-	p.admit("c", reqs(1), 0, 2, paused(quota.Refused, 2*time.Second, "provider overloaded"))
+	p.on(2).pause(2*time.Second, quota.PauseOverloaded)
+	p.admit("c", reqs(1), 0, 2, paused(quota.Refused, 2*time.Second, quota.PauseOverloaded))
 	p.levelsOf(rq, 10, 9, 9)
 	p.clock.Advance(2*time.Second + time.Millisecond)
 	p.admit("c", reqs(1), 0, 2, granted)
@@ -185,4 +189,72 @@ func testSharedLimit(t *testing.T, s suite) {
 
 	_, err := e.store.Reserve(e.ctx, quota.Reservation{Key: on("shared-other").key, Ticket: "g", Cost: reqs(1)})
 	require.ErrorIs(t, err, quota.ErrNoPolicy, "a name no policy shares")
+}
+
+// testSharedLimitConcurrent: calls racing on two model names charged to
+// one budget are granted, together, exactly what the budget holds.
+func testSharedLimitConcurrent(t *testing.T, s suite) {
+	k := s.key("shared-race")
+	alias := k
+	alias.Model = "shared-race-alias"
+	e := s.setupKeys(t, k, map[quota.Key]quota.Policy{k: {
+		Limits: []quota.Limit{quota.PerMinute(rq, 10).WithBurst(time.Minute)},
+		Models: []string{alias.Model},
+	}}, start())
+	granted := raceGrants(t, e, 40, func(i int) quota.Key {
+		if i%2 == 0 {
+			return k
+		}
+		return alias
+	})
+	require.Equal(t, 10, granted, "grants on the two names together")
+}
+
+// testPoolConcurrent: calls racing on a pool are granted, together, exactly
+// what its members hold, none over a member's budget.
+func testPoolConcurrent(t *testing.T, s suite) {
+	perMin := quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 4).WithBurst(time.Minute)}}
+	p := s.setupPool(t, "pool-race", perMin, perMin, perMin)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	granted, onMember := 0, make([]int, len(p.members))
+	for i := range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a, err := quota.AdmitPool(p.ctx, p.store, p.members, quota.Reservation{Key: p.members[0], Ticket: "t" + strconv.Itoa(i), Cost: reqs(1)}, i%len(p.members))
+			if !assert.NoError(t, err) {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if a.Decision.Outcome == quota.Granted {
+				granted++
+				onMember[a.Index]++
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, 12, granted, "grants over the pool: %v", onMember)
+	require.Equal(t, []int{4, 4, 4}, onMember)
+}
+
+// raceGrants reserves one request under n tickets at once, the i-th on
+// key(i), and returns how many were granted.
+func raceGrants(t *testing.T, e *env, n int, key func(i int) quota.Key) int {
+	t.Helper()
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := e.store.Reserve(e.ctx, quota.Reservation{Key: key(i), Ticket: "t" + strconv.Itoa(i), Cost: reqs(1)})
+			if assert.NoError(t, err) && d.Outcome == quota.Granted {
+				granted.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return int(granted.Load())
 }

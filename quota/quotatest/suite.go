@@ -85,7 +85,9 @@ func Run(t *testing.T, newStore Factory) {
 		{"pool_skip", testPoolSkip},
 		{"pool_release", testPoolRelease},
 		{"pool_oversize", testPoolOversize},
+		{"pool_concurrent", testPoolConcurrent},
 		{"shared_limit", testSharedLimit},
+		{"shared_limit_concurrent", testSharedLimitConcurrent},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, s) })
 	}

@@ -88,3 +88,50 @@ func TestClusterKeysShareASlot(t *testing.T) {
 	}
 	require.Greater(t, len(masters), 1, "quota keys spread over the masters")
 }
+
+// TestClusterPoolMembersOnDifferentMasters: a pool's members keep their
+// budgets in their own slots, on different masters, and AdmitPool admits
+// across them, each member's Reserve one script run on its own slot.
+func TestClusterPoolMembersOnDifferentMasters(t *testing.T) {
+	rdb := redistest.StartCluster(t).Client()
+	ctx := context.Background()
+	accounts := []string{"east", "west", "north", "south", "central"}
+	policies := map[quota.Key]quota.Policy{}
+	members := make([]quota.Key, len(accounts))
+	for i, a := range accounts {
+		members[i] = quota.Key{Provider: "openai", Account: a, Model: "gpt-4o"}
+		policies[members[i]] = quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 1).WithBurst(time.Minute)}}
+	}
+	ps, err := quota.NewPolicies(policies)
+	require.NoError(t, err)
+	_, err = quota.NewPools(ps, map[quota.Key][]quota.Key{{Provider: "openai", Model: "gpt-4o"}: members})
+	require.NoError(t, err)
+	s, err := redis.New(rdb, ps, redis.Options{})
+	require.NoError(t, err)
+	for i := range members {
+		a, err := quota.AdmitPool(ctx, s, members, quota.Reservation{Key: members[0], Ticket: "wf/run/" + accounts[i], Cost: quota.Cost{Requests: 1}}, 0)
+		require.NoError(t, err)
+		require.Equal(t, quota.Granted, a.Decision.Outcome, "call %d", i)
+		require.Equal(t, i, a.Index, "call %d runs on the first member with room", i)
+	}
+	a, err := quota.AdmitPool(ctx, s, members, quota.Reservation{Key: members[0], Ticket: "wf/run/late", Cost: quota.Cost{Requests: 1}}, 0)
+	require.NoError(t, err)
+	require.Equal(t, quota.Queued, a.Decision.Outcome, "every member is full")
+
+	var mu sync.Mutex
+	masters := map[string]bool{}
+	require.NoError(t, rdb.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+		keys, err := m.Keys(ctx, "tollgate:{openai/*").Result()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range keys {
+			for _, mk := range members {
+				if k == "tollgate:{"+mk.Provider+"/"+mk.Account+"/"+mk.Model+"}" {
+					masters[m.Options().Addr] = true
+				}
+			}
+		}
+		return err
+	}))
+	require.GreaterOrEqual(t, len(masters), 2, "the members' budgets live on more than one master")
+}
