@@ -62,13 +62,14 @@ func (a *Activities) Complete(ctx context.Context, req Request) (Response, error
 	)
 	p := startPulse(ctx)
 	defer p.stop()
+	c := a.clientsFor(req.Provider, req.Account)
 	switch {
-	case req.Provider == OpenAI && a.openai != nil:
-		resp, err = a.completeOpenAI(ctx, req, p)
-	case req.Provider == Anthropic && a.anthropic != nil:
-		resp, err = a.completeAnthropic(ctx, req, p)
-	case req.Provider == Gemini && a.gemini != nil:
-		resp, err = a.completeGemini(ctx, req)
+	case req.Provider == OpenAI && c.openai != nil:
+		resp, err = c.completeOpenAI(ctx, req, p)
+	case req.Provider == Anthropic && c.anthropic != nil:
+		resp, err = c.completeAnthropic(ctx, req, p)
+	case req.Provider == Gemini && c.gemini != nil:
+		resp, err = c.completeGemini(ctx, req)
 	default:
 		err := invalid("request.provider", req.Provider, "is not configured on this worker",
 			"set config."+req.Provider+".api_key on the worker, or send the request to a worker that has it")
@@ -90,7 +91,7 @@ func (a *Activities) Complete(ctx context.Context, req Request) (Response, error
 	return resp, err
 }
 
-func (a *Activities) completeOpenAI(ctx context.Context, req Request, p *pulse) (Response, error) {
+func (a *clients) completeOpenAI(ctx context.Context, req Request, p *pulse) (Response, error) {
 	msgs := openAIMessages(req)
 	params := openai.ChatCompletionNewParams{
 		Model:               req.Model,
@@ -113,7 +114,7 @@ func (a *Activities) completeOpenAI(ctx context.Context, req Request, p *pulse) 
 	return openAIAnswer(req, c, raw)
 }
 
-func (a *Activities) completeAnthropic(ctx context.Context, req Request, p *pulse) (Response, error) {
+func (a *clients) completeAnthropic(ctx context.Context, req Request, p *pulse) (Response, error) {
 	params := anthropic.MessageNewParams{
 		Model:     anthropic.Model(req.Model),
 		MaxTokens: req.MaxOutputTokens,

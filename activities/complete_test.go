@@ -354,6 +354,13 @@ func TestNewValidates(t *testing.T) {
 		{"openai without key", Config{OpenAI: ProviderConfig{BaseURL: "http://127.0.0.1:1/v1/"}}, "config.openai.api_key"},
 		{"anthropic relative url", Config{Anthropic: ProviderConfig{APIKey: "k", BaseURL: "localhost"}}, "config.anthropic.base_url"},
 		{"negative timeout", Config{Anthropic: ProviderConfig{APIKey: "k", Timeout: -time.Second}}, "config.anthropic.timeout"},
+		{"account of no provider", Config{Accounts: []AccountConfig{{Provider: "azure", Account: "east", Config: ProviderConfig{APIKey: "k"}}}}, "config.accounts[0].provider"},
+		{"account unnamed", Config{Accounts: []AccountConfig{{Provider: OpenAI, Config: ProviderConfig{APIKey: "k"}}}}, "config.accounts[0].account"},
+		{"account twice", Config{Accounts: []AccountConfig{
+			{Provider: OpenAI, Account: "east", Config: ProviderConfig{APIKey: "k"}},
+			{Provider: OpenAI, Account: "east", Config: ProviderConfig{APIKey: "k2"}}}}, "config.accounts[1].account"},
+		{"account without key", Config{Accounts: []AccountConfig{{Provider: Anthropic, Account: "w1", Config: ProviderConfig{BaseURL: "http://127.0.0.1:1"}}}}, "config.accounts[0].api_key"},
+		{"account bad url", Config{Accounts: []AccountConfig{{Provider: OpenAI, Account: "east", Config: ProviderConfig{APIKey: "k", BaseURL: "east"}}}}, "config.accounts[0].base_url"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)
@@ -368,4 +375,46 @@ func TestNewValidates(t *testing.T) {
 		require.NoError(t, err)
 		require.Nil(t, c.Transport)
 	})
+}
+
+// A request naming an account of Config.Accounts is sent with that
+// account's key to its endpoint; one naming any other account with its
+// provider's.
+func TestCompleteUsesTheAccountsKeyAndEndpoint(t *testing.T) {
+	sims := make([]*llmsim.Sim, 2)
+	urls := make([]string, 2)
+	for i := range sims {
+		sim, err := llmsim.New(llmsim.Config{
+			Models:   []llmsim.Model{{Provider: llmsim.OpenAI, Name: "gpt-4o"}, {Provider: llmsim.Anthropic, Name: "claude-3-5-haiku-latest"}},
+			Accounts: []llmsim.Account{{Name: "main", APIKey: "k-main"}, {Name: "east", APIKey: "k-east"}},
+		})
+		require.NoError(t, err)
+		srv := httptest.NewServer(sim)
+		t.Cleanup(srv.Close)
+		sims[i], urls[i] = sim, srv.URL
+	}
+	acts, err := New(Config{
+		OpenAI:    ProviderConfig{APIKey: "k-main", BaseURL: urls[0] + "/v1/"},
+		Anthropic: ProviderConfig{APIKey: "k-main", BaseURL: urls[0]},
+		Accounts: []AccountConfig{
+			{Provider: OpenAI, Account: "east", Config: ProviderConfig{APIKey: "k-east", BaseURL: urls[1] + "/v1/"}},
+			{Provider: Anthropic, Account: "east", Config: ProviderConfig{APIKey: "k-east", BaseURL: urls[1]}},
+		},
+	})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, c := range []struct{ provider, model string }{{OpenAI, "gpt-4o"}, {Anthropic, "claude-3-5-haiku-latest"}} {
+		req := chat(c.provider, c.model, "Say hi.")
+		req.Account = "east"
+		_, err := acts.Complete(ctx, req)
+		require.NoError(t, err)
+		req.Account = "west" // not listed: the provider's own config
+		_, err = acts.Complete(ctx, req)
+		require.NoError(t, err)
+	}
+	require.Zero(t, sims[0].Spent("east"))
+	require.Positive(t, sims[0].Spent("main"), "accounts not listed go to the provider's endpoint with its key")
+	require.Zero(t, sims[1].Spent("main"))
+	require.Positive(t, sims[1].Spent("east"), "the east account's calls go to its endpoint with its key")
+	require.EqualValues(t, 2, sims[1].Stats("gpt-4o").Accepted+sims[1].Stats("claude-3-5-haiku-latest").Accepted)
 }

@@ -3,6 +3,7 @@ package activities
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,19 +59,21 @@ func (p ProviderConfig) configured() bool {
 		p.Organization != "" || p.Project != ""
 }
 
-func (p ProviderConfig) validate(name string) error {
+// validate checks p as the config of provider name, reporting fields
+// under prefix (e.g. "config.openai").
+func (p ProviderConfig) validate(prefix, name string) error {
 	if p.APIKey == "" {
-		return invalid("config."+name+".api_key", "", "is empty",
+		return invalid(prefix+".api_key", "", "is empty",
 			"set the worker's API key for "+name+" (any non-empty key works against llmsim), or leave the whole provider config zero")
 	}
 	if p.BaseURL != "" {
 		u, err := url.Parse(p.BaseURL)
 		if err != nil || u.Scheme == "" || u.Host == "" {
-			return invalid("config."+name+".base_url", p.BaseURL, "is not an absolute URL", `use e.g. "https://api.openai.com/v1/"`)
+			return invalid(prefix+".base_url", p.BaseURL, "is not an absolute URL", `use e.g. "https://api.openai.com/v1/"`)
 		}
 	}
 	if p.Timeout < 0 {
-		return invalid("config."+name+".timeout", p.Timeout.String(), "is negative", "use 0 for the SDK's default or a positive duration")
+		return invalid(prefix+".timeout", p.Timeout.String(), "is negative", "use 0 for the SDK's default or a positive duration")
 	}
 	for _, f := range [...]struct{ field, value, example string }{
 		{"organization", p.Organization, `"org-…"`},
@@ -79,10 +82,10 @@ func (p ProviderConfig) validate(name string) error {
 		switch {
 		case f.value == "":
 		case name != OpenAI:
-			return invalid("config."+name+"."+f.field, f.value, "is set for "+name,
+			return invalid(prefix+"."+f.field, f.value, "is set for "+name,
 				"only OpenAI takes an organization or project; leave it empty (an Anthropic key belongs to one workspace, a Gemini key to one Google Cloud project)")
 		case !validHeaderValue(f.value):
-			return invalid("config."+name+"."+f.field, f.value, "has spaces at its ends or control characters",
+			return invalid(prefix+"."+f.field, f.value, "has spaces at its ends or control characters",
 				"set the bare id, e.g. "+f.example)
 		}
 	}
@@ -126,87 +129,169 @@ type Config struct {
 	Anthropic ProviderConfig
 	// Gemini is the Gemini API (API-key authentication, not Vertex AI).
 	Gemini ProviderConfig
+	// Accounts are further accounts of the providers, each reached with a
+	// key and endpoint of its own: a request naming one (Request.Account,
+	// as a pool member's calls do) is sent with that account's config, and
+	// a request naming an account not listed with its provider's. Each
+	// provider and account may be listed once; the provider needs no
+	// config of its own.
+	Accounts []AccountConfig
+}
+
+// AccountConfig is how the worker reaches one account of a provider
+// (Config.Accounts).
+type AccountConfig struct {
+	// Provider is OpenAI, Anthropic or Gemini. Required.
+	Provider string
+	// Account is the name a request gives (Request.Account, a quota.Key's
+	// Account). Required: the empty account is the provider's own config.
+	Account string
+	// Config is the account's key and endpoint; its APIKey is required.
+	Config ProviderConfig
 }
 
 // Activities runs LLM calls. Build it with New and register it once per
 // worker (Register). It is safe for concurrent use.
 type Activities struct {
+	// clients is the providers' own config's, for the default account and
+	// any account not in accounts.
+	clients
+	accounts map[accountName]*clients
+}
+
+// accountName names one provider account of Config.Accounts.
+type accountName struct{ provider, account string }
+
+// clients are the SDK clients of one account of each provider; nil where
+// it is not configured.
+type clients struct {
 	openai    *openai.ChatCompletionService
 	anthropic *anthropic.Client
 	gemini    *genai.Models
 }
 
-// New builds one SDK client per configured provider, with the SDK's retries
-// off and a transport that records responses for the interceptor. The
-// clients are configured by cfg alone: no SDK reads its environment
-// variables (OPENAI_BASE_URL, OPENAI_ORG_ID, OPENAI_CUSTOM_HEADERS,
-// ANTHROPIC_BASE_URL, GEMINI_API_KEY, GOOGLE_GEMINI_BASE_URL, …). It returns
-// an *InvalidRequestError naming the bad field of cfg.
+// New builds one SDK client per configured provider and account, with the
+// SDK's retries off and a transport that records responses for the
+// interceptor. The clients are configured by cfg alone: no SDK reads its
+// environment variables (OPENAI_BASE_URL, OPENAI_ORG_ID,
+// OPENAI_CUSTOM_HEADERS, ANTHROPIC_BASE_URL, GEMINI_API_KEY,
+// GOOGLE_GEMINI_BASE_URL, …). It returns an *InvalidRequestError naming the
+// bad field of cfg.
 func New(cfg Config) (*Activities, error) {
 	a := &Activities{}
-	if !cfg.OpenAI.configured() && !cfg.Anthropic.configured() && !cfg.Gemini.configured() {
+	if !cfg.OpenAI.configured() && !cfg.Anthropic.configured() && !cfg.Gemini.configured() && len(cfg.Accounts) == 0 {
 		return nil, invalid("config", "", "configures no provider", "set config.openai, config.anthropic or config.gemini (at least api_key)")
 	}
-	if p := cfg.OpenAI; p.configured() {
-		if err := p.validate(OpenAI); err != nil {
+	for _, pc := range [...]struct {
+		name string
+		p    ProviderConfig
+	}{{OpenAI, cfg.OpenAI}, {Anthropic, cfg.Anthropic}, {Gemini, cfg.Gemini}} {
+		if !pc.p.configured() {
+			continue
+		}
+		if err := a.clients.add(pc.name, "config."+pc.name, pc.p); err != nil {
 			return nil, err
 		}
-		base := p.BaseURL
-		if base == "" {
-			base = DefaultOpenAIBaseURL
-		}
-		opts := []openaioption.RequestOption{
-			openaioption.WithAPIKey(p.APIKey),
-			openaioption.WithBaseURL(base),
-			openaioption.WithMaxRetries(0),
-			openaioption.WithHTTPClient(p.httpClient()),
-		}
-		if p.Timeout > 0 {
-			opts = append(opts, openaioption.WithRequestTimeout(p.Timeout))
-		}
-		if p.Organization != "" {
-			opts = append(opts, openaioption.WithOrganization(p.Organization))
-		}
-		if p.Project != "" {
-			opts = append(opts, openaioption.WithProject(p.Project))
-		}
-		// Not openai.NewClient: it applies the OPENAI_* environment
-		// variables (base URL, keys, organization, project, custom headers)
-		// before these options and has no public switch to skip them. The
-		// service alone takes only the options given.
-		c := openai.NewChatCompletionService(opts...)
-		a.openai = &c
 	}
-	if p := cfg.Anthropic; p.configured() {
-		if err := p.validate(Anthropic); err != nil {
+	for i, ac := range cfg.Accounts {
+		field := "config.accounts[" + strconv.Itoa(i) + "]"
+		switch ac.Provider {
+		case OpenAI, Anthropic, Gemini:
+		default:
+			return nil, invalid(field+".provider", ac.Provider, "is not a provider of this package", `use "openai", "anthropic" or "gemini"`)
+		}
+		id := accountName{ac.Provider, ac.Account}
+		switch {
+		case ac.Account == "":
+			return nil, invalid(field+".account", "", "is empty", "name the account as requests do (Request.Account); the default account is config."+ac.Provider)
+		case a.accounts[id] != nil:
+			return nil, invalid(field+".account", ac.Account, "is listed twice for "+ac.Provider, "list each provider account once")
+		}
+		c := &clients{}
+		if err := c.add(ac.Provider, field, ac.Config); err != nil {
 			return nil, err
 		}
-		base := p.BaseURL
-		if base == "" {
-			base = DefaultAnthropicBaseURL
+		if a.accounts == nil {
+			a.accounts = map[accountName]*clients{}
 		}
-		opts := []anthropicoption.RequestOption{
-			anthropicoption.WithoutEnvironmentDefaults(),
-			anthropicoption.WithAPIKey(p.APIKey),
-			anthropicoption.WithBaseURL(base),
-			anthropicoption.WithMaxRetries(0),
-			anthropicoption.WithHTTPClient(p.httpClient()),
-		}
-		if p.Timeout > 0 {
-			opts = append(opts, anthropicoption.WithRequestTimeout(p.Timeout))
-		}
-		c := anthropic.NewClient(opts...)
-		a.anthropic = &c
-	}
-	if p := cfg.Gemini; p.configured() {
-		if err := p.validate(Gemini); err != nil {
-			return nil, err
-		}
-		m, err := newGemini(p)
-		if err != nil {
-			return nil, err
-		}
-		a.gemini = m
+		a.accounts[id] = c
 	}
 	return a, nil
+}
+
+// clientsFor returns the clients a request naming provider and account is sent
+// with: the account's own (Config.Accounts), else the provider's.
+func (a *Activities) clientsFor(provider, account string) *clients {
+	if c := a.accounts[accountName{provider, account}]; c != nil {
+		return c
+	}
+	return &a.clients
+}
+
+// add builds the client of provider from p, reporting bad fields under
+// prefix.
+func (c *clients) add(provider, prefix string, p ProviderConfig) error {
+	if err := p.validate(prefix, provider); err != nil {
+		return err
+	}
+	switch provider {
+	case OpenAI:
+		c.openai = newOpenAI(p)
+	case Anthropic:
+		c.anthropic = newAnthropic(p)
+	case Gemini:
+		m, err := newGemini(p)
+		if err != nil {
+			return err
+		}
+		c.gemini = m
+	}
+	return nil
+}
+
+func newOpenAI(p ProviderConfig) *openai.ChatCompletionService {
+	base := p.BaseURL
+	if base == "" {
+		base = DefaultOpenAIBaseURL
+	}
+	opts := []openaioption.RequestOption{
+		openaioption.WithAPIKey(p.APIKey),
+		openaioption.WithBaseURL(base),
+		openaioption.WithMaxRetries(0),
+		openaioption.WithHTTPClient(p.httpClient()),
+	}
+	if p.Timeout > 0 {
+		opts = append(opts, openaioption.WithRequestTimeout(p.Timeout))
+	}
+	if p.Organization != "" {
+		opts = append(opts, openaioption.WithOrganization(p.Organization))
+	}
+	if p.Project != "" {
+		opts = append(opts, openaioption.WithProject(p.Project))
+	}
+	// Not openai.NewClient: it applies the OPENAI_* environment variables
+	// (base URL, keys, organization, project, custom headers) before these
+	// options and has no public switch to skip them. The service alone
+	// takes only the options given.
+	c := openai.NewChatCompletionService(opts...)
+	return &c
+}
+
+func newAnthropic(p ProviderConfig) *anthropic.Client {
+	base := p.BaseURL
+	if base == "" {
+		base = DefaultAnthropicBaseURL
+	}
+	opts := []anthropicoption.RequestOption{
+		anthropicoption.WithoutEnvironmentDefaults(),
+		anthropicoption.WithAPIKey(p.APIKey),
+		anthropicoption.WithBaseURL(base),
+		anthropicoption.WithMaxRetries(0),
+		anthropicoption.WithHTTPClient(p.httpClient()),
+	}
+	if p.Timeout > 0 {
+		opts = append(opts, anthropicoption.WithRequestTimeout(p.Timeout))
+	}
+	c := anthropic.NewClient(opts...)
+	return &c
 }

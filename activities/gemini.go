@@ -52,7 +52,7 @@ func newGemini(p ProviderConfig) (*genai.Models, error) {
 	return c.Models, nil
 }
 
-func (a *Activities) completeGemini(ctx context.Context, req Request) (Response, error) {
+func (a *clients) completeGemini(ctx context.Context, req Request) (Response, error) {
 	contents := geminiContents(req)
 	cfg := &genai.GenerateContentConfig{MaxOutputTokens: int32(req.MaxOutputTokens)} // Validate bounds it
 	if req.System != "" {

@@ -37,7 +37,7 @@ func anthropicNeedsStream(req Request, clientOpts []anthropicoption.RequestOptio
 // stream_options.include_usage, assembling the chunks with the SDK's
 // ChatCompletionAccumulator into the ChatCompletion a non-streaming call
 // returns.
-func (a *Activities) streamOpenAI(ctx context.Context, req Request, params openai.ChatCompletionNewParams, p *pulse) (Response, error) {
+func (a *clients) streamOpenAI(ctx context.Context, req Request, params openai.ChatCompletionNewParams, p *pulse) (Response, error) {
 	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 	sctx, w := watch(ctx, p.idle)
 	defer w.stop()
@@ -92,7 +92,7 @@ func (a *Activities) streamOpenAI(ctx context.Context, req Request, params opena
 
 // streamAnthropic runs a Messages call as a stream, assembling the events
 // with Message.Accumulate into the Message a non-streaming call returns.
-func (a *Activities) streamAnthropic(ctx context.Context, req Request, params anthropic.MessageNewParams, opts []anthropicoption.RequestOption, p *pulse) (Response, error) {
+func (a *clients) streamAnthropic(ctx context.Context, req Request, params anthropic.MessageNewParams, opts []anthropicoption.RequestOption, p *pulse) (Response, error) {
 	sctx, w := watch(ctx, p.idle)
 	defer w.stop()
 	var raw *http.Response

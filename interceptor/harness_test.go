@@ -94,11 +94,12 @@ func newEnv(t *testing.T, cfg llmsim.Config) *env {
 // purpose, from failing the test when it ends.
 func (e *env) forgive() { e.forgiven = true }
 
-func (e *env) activities() *activities.Activities {
+func (e *env) activities(accounts ...activities.AccountConfig) *activities.Activities {
 	a, err := activities.New(activities.Config{
 		OpenAI:    activities.ProviderConfig{APIKey: apiKey, BaseURL: e.simURL + "/v1/"},
 		Anthropic: activities.ProviderConfig{APIKey: apiKey, BaseURL: e.simURL},
 		Gemini:    activities.ProviderConfig{APIKey: apiKey, BaseURL: e.simURL},
+		Accounts:  accounts,
 	})
 	require.NoError(e.t, err)
 	return a
@@ -228,6 +229,8 @@ type workerSetup struct {
 	outer, inner []sdkinterceptor.WorkerInterceptor
 	// workflows are registered beside the agent workflows.
 	workflows []any
+	// accounts are the activities' further accounts (pool members').
+	accounts []activities.AccountConfig
 }
 
 // startWorkerWith is startStoppableWorker with what ws adds.
@@ -245,7 +248,7 @@ func (e *env) startWorkerWith(opts interceptor.Options, ws workerSetup) (*interc
 	wo := ws.options
 	wo.Interceptors = slices.Concat(ws.outer, []sdkinterceptor.WorkerInterceptor{sl, ic}, ws.inner)
 	w := worker.New(e.client, e.taskQueue, wo)
-	activities.Register(w, e.activities())
+	activities.Register(w, e.activities(ws.accounts...))
 	workflows.Register(w)
 	registerTools(w)
 	for _, wf := range ws.workflows {

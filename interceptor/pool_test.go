@@ -1,6 +1,7 @@
 package interceptor_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
+	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
@@ -63,4 +65,52 @@ func TestPoolAdmitsWhereThereIsRoom(t *testing.T) {
 			require.EqualValues(t, n, st.Admitted)
 		})
 	}
+}
+
+// A pool member whose account reaches its spend cap is closed, and the
+// calls move to the other member, each run with its own account's key: no
+// call fails or falls back.
+func TestPoolMemberSpendCappedMovesCallsToTheOthers(t *testing.T) {
+	east := quota.Key{Provider: "openai", Account: "east", Model: "gpt-4o"}
+	west := quota.Key{Provider: "openai", Account: "west", Model: "gpt-4o"}
+	policies := map[quota.Key]quota.Policy{east: generous(), west: generous()}
+	ps, err := quota.NewPolicies(policies)
+	require.NoError(t, err)
+	pools, err := quota.NewPools(ps, map[quota.Key][]quota.Key{openaiKey("gpt-pool"): {east, west}})
+	require.NoError(t, err)
+	e := newEnv(t, llmsim.Config{
+		Models: simModels("gpt-4o"),
+		Accounts: []llmsim.Account{
+			{Name: "main", APIKey: apiKey},
+			{Name: "east", APIKey: "sk-east", SpendCapTokens: 40},
+			{Name: "west", APIKey: "sk-west"},
+		},
+	})
+	store := memoryStore(t, policies)
+	ic, _, _ := e.startWorkerWith(interceptor.Options{Store: store, Pools: pools, Fallbacks: map[string][]string{"openai/gpt-pool": {"openai/gpt-4o"}}},
+		workerSetup{accounts: []activities.AccountConfig{
+			{Provider: "openai", Account: "east", Config: activities.ProviderConfig{APIKey: "sk-east", BaseURL: e.simURL + "/v1/"}},
+			{Provider: "openai", Account: "west", Config: activities.ProviderConfig{APIKey: "sk-west", BaseURL: e.simURL + "/v1/"}},
+		}})
+	const n = 12
+	runs := make([]client.WorkflowRun, n)
+	for i := range runs {
+		runs[i] = e.start(fmt.Sprintf("pool-capped-%d", i), agent("gpt-pool"))
+	}
+	for _, run := range runs {
+		out, err := e.result(run)
+		require.NoError(t, err)
+		require.Equal(t, "gpt-4o", out.Turns[0].Model)
+		require.Empty(t, childWorkflowTypes(e.history(run.GetID())), "%s fell back", run.GetID())
+	}
+	t.Logf("spent: east %d, west %d", e.sim.Spent("east"), e.sim.Spent("west"))
+	require.Zero(t, e.sim.Spent("main"), "no call ran on the provider's default key")
+	require.Positive(t, e.sim.Spent("east"))
+	require.Positive(t, e.sim.Spent("west"))
+	st := ic.Stats()
+	require.Positive(t, st.SpendCapped, "east reached its cap")
+	require.Zero(t, st.Fallbacks)
+	snap, err := store.Snapshot(context.Background(), east)
+	require.NoError(t, err)
+	require.Equal(t, quota.PauseSpendCap, snap.PauseReason, "east is closed until its reset")
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	_ "time/tzdata" // a policy's zone (Gemini's America/Los_Angeles) loads on any host, distroless or scratch images included
 
@@ -26,6 +27,12 @@ type Budgets struct {
 	// Fallbacks maps "provider/model" or "provider/account/model" to the
 	// backups tried in order (interceptor.Options.Fallbacks).
 	Fallbacks map[string][]string
+	// Pools are the keys served by several members
+	// (interceptor.Options.Pools); each member's budget is in Policies.
+	Pools quota.Pools
+	// Accounts are the pool members' accounts, each reached with a key
+	// and endpoint of its own.
+	Accounts []Account
 }
 
 // Tenants returns the tenants the budgets name, sorted and each once: those
@@ -81,6 +88,7 @@ func (b Budgets) Tenants() []string {
 //	    fallbacks: [anthropic/claude-3-5-haiku-latest]
 type policiesFile struct {
 	Policies []policyEntry `yaml:"policies"`
+	Pools    []poolEntry   `yaml:"pools"`
 }
 
 type policyEntry struct {
@@ -98,6 +106,7 @@ type policyEntry struct {
 	AdoptObservedLimits bool               `yaml:"adopt_observed_limits"`
 	Calibration         calibrationEntry   `yaml:"calibration"`
 	Fallbacks           []string           `yaml:"fallbacks"`
+	Models              []string           `yaml:"models"`
 }
 
 type calibrationEntry struct {
@@ -158,7 +167,7 @@ func ParsePolicies(data []byte) (Budgets, error) {
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 		return Budgets{}, fmt.Errorf("not a valid policies file: %w (see the README's policies format)", err)
 	}
-	if len(f.Policies) == 0 {
+	if len(f.Policies) == 0 && len(f.Pools) == 0 {
 		return Budgets{}, &PolicyError{Field: "policies", Problem: "is empty", Fix: "list at least one provider/model with its limits"}
 	}
 	m := make(map[quota.Key]quota.Policy, len(f.Policies))
@@ -199,22 +208,43 @@ func ParsePolicies(data []byte) (Budgets, error) {
 	if err := weighedOnce(f.Policies); err != nil {
 		return Budgets{}, err
 	}
-	ps, err := quota.NewPolicies(m)
+	poolMembers, poolIndex, accounts, err := parsePools(f.Pools, m, fallbacks)
 	if err != nil {
 		return Budgets{}, err
 	}
+	ps, err := quota.NewPolicies(m)
+	if err != nil {
+		return Budgets{}, modelsErr(err, f.Policies)
+	}
+	pools, err := quota.NewPools(ps, poolMembers)
+	if err != nil {
+		return Budgets{}, poolsErr(err, poolIndex)
+	}
 	// A backup with no policy would run ungoverned: the one place a
 	// stampede of escalated calls most needs a budget.
-	for i, e := range f.Policies {
-		for j, to := range e.Fallbacks {
-			t, _ := tollgate.ParseTarget(to)
-			if _, _, ok := ps.Lookup(quota.Key{Provider: t.Provider, Account: t.Account, Model: t.Model}); !ok {
-				return Budgets{}, &PolicyError{Field: fmt.Sprintf("policies[%d].fallbacks[%d]", i, j), Value: to, Problem: "has no policy of its own",
-					Fix: "add an entry for it so calls that fall back to it are governed too"}
+	for _, list := range []struct {
+		name      string
+		fallbacks func(i int) []string
+		n         int
+	}{
+		{"policies", func(i int) []string { return f.Policies[i].Fallbacks }, len(f.Policies)},
+		{"pools", func(i int) []string { return f.Pools[i].Fallbacks }, len(f.Pools)},
+	} {
+		for i := range list.n {
+			for j, to := range list.fallbacks(i) {
+				t, _ := tollgate.ParseTarget(to)
+				k := quota.Key{Provider: t.Provider, Account: t.Account, Model: t.Model}
+				if _, isPool := pools.Members(k); isPool {
+					continue
+				}
+				if _, _, ok := ps.Lookup(k); !ok {
+					return Budgets{}, &PolicyError{Field: fmt.Sprintf("%s[%d].fallbacks[%d]", list.name, i, j), Value: to, Problem: "has no policy of its own",
+						Fix: "add an entry for it so calls that fall back to it are governed too"}
+				}
 			}
 		}
 	}
-	return Budgets{Policies: ps, Fallbacks: fallbacks}, nil
+	return Budgets{Policies: ps, Fallbacks: fallbacks, Pools: pools, Accounts: accounts}, nil
 }
 
 // weighedOnce reports a *PolicyError for a tenant_weights entry naming a
@@ -317,7 +347,7 @@ func (e policyEntry) policy(field string) (quota.Policy, error) {
 		return p, &PolicyError{Field: field + ".tenant_weights", Value: e.Tenant, Problem: "is set on a tenant's entry",
 			Fix: "set weight on this entry for its own share, or tenant_weights on the account's entry (no tenant)"}
 	}
-	p.Weight, p.TenantWeights = e.Weight, e.TenantWeights
+	p.Weight, p.TenantWeights, p.Models = e.Weight, e.TenantWeights, e.Models
 	c := e.Calibration
 	halfLife, err := c.HalfLife.get(field + ".calibration.half_life")
 	if err != nil {
@@ -332,4 +362,20 @@ func (e policyEntry) policy(field string) (quota.Policy, error) {
 		return p, fmt.Errorf("%s: %w", field, err)
 	}
 	return p, nil
+}
+
+// modelsErr turns quota.NewPolicies's error about an entry's models (the
+// one check it makes across entries) into a *PolicyError on that entry.
+func modelsErr(err error, entries []policyEntry) error {
+	var inv *quota.InvalidError
+	if !errors.As(err, &inv) {
+		return err
+	}
+	for i, e := range entries {
+		k := quota.Key{Provider: e.Provider, Account: e.Account, Model: e.Model, Tenant: e.Tenant}
+		if strings.HasPrefix(err.Error(), "policy "+k.String()+":") {
+			return &PolicyError{Field: fmt.Sprintf("policies[%d].%s", i, inv.Field), Value: inv.Value, Problem: inv.Problem, Fix: inv.Fix, Err: err}
+		}
+	}
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -86,6 +87,7 @@ func Start(ctx context.Context, cfg Config, b Budgets, logger *slog.Logger) (w *
 	if w.ic, err = interceptor.New(interceptor.Options{
 		Store:          store,
 		Fallbacks:      w.budgets.Fallbacks,
+		Pools:          w.budgets.Pools,
 		WaitInWorkflow: cfg.WaitInWorkflow,
 		Meter:          meter,
 		Tenants:        w.budgets.Tenants(),
@@ -106,7 +108,7 @@ func Start(ctx context.Context, cfg Config, b Budgets, logger *slog.Logger) (w *
 		return w, fmt.Errorf("worker: start polling %q: %w", cfg.TaskQueue, err)
 	}
 	logger.Info("worker started", "task_queue", cfg.TaskQueue, "namespace", cfg.Namespace,
-		"policies", len(w.budgets.Policies.Keys()), "fallbacks", len(w.budgets.Fallbacks))
+		"policies", len(w.budgets.Policies.Keys()), "fallbacks", len(w.budgets.Fallbacks), "pools", w.budgets.Pools.Len())
 	return w, nil
 }
 
@@ -177,11 +179,31 @@ func (w *Worker) providers() (*activities.Activities, error) {
 		ac.Gemini = activities.ProviderConfig{APIKey: cfg.GeminiAPIKey, BaseURL: cfg.GeminiBaseURL}
 		w.logger.Info("providers: Gemini (key set)", "base_url", orDefault(cfg.GeminiBaseURL, activities.DefaultGeminiBaseURL))
 	}
+	accounts, err := w.budgets.accountConfigs(os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range accounts {
+		w.logger.Info("providers: pool member account (key set)", "provider", a.Provider, "account", a.Account,
+			"base_url", orDefault(a.Config.BaseURL, defaultBaseURL(a.Provider)))
+	}
+	ac.Accounts = accounts
 	a, err := activities.New(ac)
 	if err != nil {
 		return nil, fmt.Errorf("worker: activities: %w", err)
 	}
 	return a, nil
+}
+
+// defaultBaseURL is the public API of provider.
+func defaultBaseURL(provider string) string {
+	switch provider {
+	case activities.OpenAI:
+		return activities.DefaultOpenAIBaseURL
+	case activities.Anthropic:
+		return activities.DefaultAnthropicBaseURL
+	}
+	return activities.DefaultGeminiBaseURL
 }
 
 func orDefault(s, def string) string {
