@@ -104,7 +104,7 @@ func setupNamed(t *testing.T, l limits, redisAddr, name string) setup {
 // own, leaving the run's keys alone.
 func requireServes(t *testing.T, rds *redistest.Server, l limits) {
 	t.Helper()
-	ps, err := policies(l, "probe")
+	ps, _, err := budgets(l, "probe")
 	require.NoError(t, err)
 	store, err := redis.New(rds.Client(), ps, redis.Options{Prefix: "fleet-probe"})
 	require.NoError(t, err)

@@ -160,3 +160,42 @@ func TestPolicyAddsTheFaultRunsLimits(t *testing.T) {
 	require.Equal(t, 15*time.Second, p.LeaseTTL)
 	require.NoError(t, p.Validate())
 }
+
+func TestPoolConfig(t *testing.T) {
+	c := validConfig()
+	c.limits.Pool = 3
+	require.NoError(t, c.validate())
+	got, err := c.pick(setups(limits{}, ""))
+	require.NoError(t, err)
+	require.Equal(t, []string{"tollgate-redis", "tollgate-redis-wait"}, []string{got[0].name, got[1].name}, "-pool runs the Redis setups")
+
+	plain := c
+	plain.only = "no-governor"
+	require.ErrorContains(t, plain.validate(), `-setups: "no-governor" is not a fleet-wide Tollgate setup, so -pool cannot run it`)
+	one := c
+	one.limits.Pool = 1
+	require.ErrorContains(t, one.validate(), "-pool 1: use at least 2 members")
+	faults := c
+	faults.faults, faults.replicas, faults.concurrency = true, 2, 3
+	require.ErrorContains(t, faults.validate(), "-pool and -faults are separate runs")
+
+	ps, pools, err := budgets(c.limits, "m")
+	require.NoError(t, err)
+	members, ok := pools.Members(quota.Key{Provider: "anthropic", Model: "m"})
+	require.True(t, ok)
+	require.Len(t, members, 3)
+	for _, k := range members {
+		_, _, ok := ps.Lookup(k)
+		require.True(t, ok, "%s has the limit", k)
+	}
+	require.Len(t, activitiesConfig(3, "m", "http://127.0.0.1:1", nil).Accounts, 3)
+	require.Len(t, simAccounts(3, []string{"m"}), 4, "the benchmark's own key and one per member")
+}
+
+// A pool run's goodput counts the capped member's limit only while it was
+// open.
+func TestPoolAllowances(t *testing.T) {
+	l := limits{Period: time.Second, Pool: 3}
+	p := poolLog{capAt: 15 * time.Second, window: 30 * time.Second}
+	require.InDelta(t, 2+16.0/31, p.allowances(l), 1e-9)
+}

@@ -38,6 +38,12 @@
 // governor is not told the provider's shape.
 //
 //	go run ./bench/fleet -window 0.0167
+//
+// With -pool N each Tollgate setup's model is a pool of N members, N
+// accounts each with the whole limit (see pool.go); halfway through the
+// load the first member's account runs out of credit.
+//
+//	go run ./bench/fleet -pool 3 -setups tollgate-redis,tollgate-redis-wait
 package main
 
 import (
@@ -78,20 +84,24 @@ func main() {
 	only := flag.String("setups", "", "comma-separated setups to run, by name (default: all of "+strings.Join(setupNames(), ",")+"; with -faults, "+strings.Join(faultSetups, ",")+")")
 	faults := flag.Bool("faults", false, "fault runs: the Tollgate-on-Redis setups with a concurrency limit, one replica killed mid-call and Redis restarted empty mid-run")
 	concurrency := flag.Int64("concurrency", defaultFaultConcurrency, "with -faults: the policy's limit on calls in flight at once")
+	pool := flag.Int("pool", 0, "serve each Tollgate setup's model by a pool of this many members (accounts), each with the whole limit; the first is spend-capped halfway through the load. 0: no pool")
 	tf := newTenantFlags(flag.CommandLine)
 	flag.Parse()
 	if *rate == 0 && *density > 0 {
-		*rate = defaultRate / *density
+		*rate = defaultRate / *density * float64(max(*pool, 1))
 	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	cfg := config{
 		replicas: *replicas, window: *duration, drain: *drain, rate: *rate, seed: *seed, out: *out, redisPath: *redisPath,
-		limits: limits{Period: *period, Requests: *requests, InputTokens: *inputTokens, OutputTokens: *outputTokens, Density: *density, Window: *window},
+		limits: limits{Period: *period, Requests: *requests, InputTokens: *inputTokens, OutputTokens: *outputTokens, Density: *density, Window: *window, Pool: *pool},
 		only:   *only, faults: *faults, concurrency: *concurrency,
 	}
 	if *tf.on {
+		if *pool != 0 {
+			log.Fatalf("fleet: -pool and -tenants are separate runs: use one of them")
+		}
 		if err := runTenants(ctx, tenantConfig{config: cfg, burst: *tf.burst, trickle: *tf.trickle}); err != nil {
 			log.Fatalf("fleet: %v", err)
 		}
@@ -143,6 +153,10 @@ func (c config) validate() error {
 		return fmt.Errorf("-replicas %d with -faults: use at least 2, one to kill and one to finish the work", c.replicas)
 	case c.faults && c.concurrency < 1:
 		return fmt.Errorf("-concurrency %d: use at least 1 call in flight", c.concurrency)
+	case c.limits.Pool < 0 || c.limits.Pool == 1:
+		return fmt.Errorf("-pool %d: use at least 2 members (one is spend-capped mid-run), or 0 for no pool", c.limits.Pool)
+	case c.limits.Pool > 0 && c.faults:
+		return errors.New("-pool and -faults are separate runs: use one of them")
 	}
 	if err := c.limits.validateWindow(); err != nil {
 		return err
@@ -152,9 +166,10 @@ func (c config) validate() error {
 }
 
 // pick returns the setups the run runs, in order: -setups, else all of
-// them, or with -faults all of faultSetups (and -setups may name no other).
+// them, or with -faults or -pool all of faultSetups (and -setups may name
+// no other).
 func (c config) pick(all []setup) ([]setup, error) {
-	if !c.faults {
+	if !c.faults && c.limits.Pool == 0 {
 		return pick(all, c.only)
 	}
 	only := c.only
@@ -167,6 +182,9 @@ func (c config) pick(all []setup) ([]setup, error) {
 	}
 	for _, s := range list {
 		if !slices.Contains(faultSetups, s.name) {
+			if c.limits.Pool > 0 {
+				return nil, fmt.Errorf("-setups: %q is not a fleet-wide Tollgate setup, so -pool cannot run it: use a subset of %s", s.name, strings.Join(faultSetups, ","))
+			}
 			return nil, fmt.Errorf("-setups: %q has no Redis to restart, so -faults cannot run it: use a subset of %s", s.name, strings.Join(faultSetups, ","))
 		}
 	}
@@ -233,9 +251,12 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	simCfg := llmsim.Config{Latency: latency, Seed: cfg.seed}
+	var models []string
 	for _, s := range list {
+		models = append(models, "fleet-"+s.name)
 		simCfg.Models = append(simCfg.Models, cfg.limits.simModel("fleet-"+s.name))
 	}
+	simCfg.Accounts = simAccounts(cfg.limits.Pool, models)
 	sim, simURL, stopSim, err := serveSim(ctx, simCfg)
 	if err != nil {
 		return err
@@ -256,6 +277,10 @@ func run(ctx context.Context, cfg config) error {
 	fmt.Printf("each %d LLM calls with a system prompt of %v tokens (uniform) and max_tokens %d: demand ≈ %.1f calls/s.\n",
 		agentTurns, promptTokens, agentMaxOutputs, cfg.rate*agentTurns)
 	fmt.Printf("Temporal's retry intervals are not compressed: a 1 s retry is one whole period of the provider's limit.\n")
+	if cfg.limits.Pool > 0 {
+		fmt.Printf("Pool: the agents call a pool of %d members, accounts with a key and the limit above each (summed: %d× the limit);\n", cfg.limits.Pool, cfg.limits.Pool)
+		fmt.Printf("Member 0 runs out of credit %s into the load, and goodput counts its limit only until then.\n", cfg.window/2)
+	}
 	if cfg.faults {
 		fmt.Printf("Faults: llmsim answers in %s–%s; the activities' HeartbeatTimeout is %s and the policy's LeaseTTL %s.\n",
 			latency.Fixed, latency.Fixed+latency.Jitter, faultHeartbeat, faultLeaseTTL)
@@ -280,6 +305,9 @@ func run(ctx context.Context, cfg config) error {
 		if r.faults != nil {
 			fmt.Printf("  %s\n", r.faults)
 		}
+		if r.pool != nil {
+			fmt.Printf("  %s; %d spend-cap answers\n", r.pool, res.SpendCapped)
+		}
 		for cause, n := range r.failures {
 			fmt.Printf("  %d workflows did not complete: %s\n", n, cause)
 		}
@@ -297,6 +325,9 @@ func run(ctx context.Context, cfg config) error {
 	}
 	fmt.Println()
 	fmt.Println(definitions)
+	if cfg.limits.Pool > 0 {
+		fmt.Println(poolDefinitions)
+	}
 	if cfg.faults {
 		fmt.Println(faultDefinitions)
 	}

@@ -74,6 +74,13 @@ type counts struct {
 	Completed, Total int
 	// PeakSlots is the most activity executions in flight at once.
 	PeakSlots int64
+	// Allowances is how many times the limit the provider offered over
+	// the window: 1, or in a pool run the members open meanwhile (see
+	// poolLog.allowances); 0 means 1.
+	Allowances float64
+	// SpendCapped counts the spend-cap answers of a pool run's capped
+	// member, which Provider429 does not.
+	SpendCapped int64
 }
 
 // Result is one setup's line of the table and one object of fleet.json.
@@ -100,13 +107,20 @@ type Result struct {
 	ConcurrencyLimit     int64 `json:"concurrency_limit,omitempty"`
 	ProviderPeakInFlight int64 `json:"provider_peak_in_flight"`
 	OverLimit            int64 `json:"over_limit"`
+	// SpendCapped counts a pool run's spend-cap answers (not in
+	// Provider429Per100).
+	SpendCapped int64 `json:"spend_capped,omitempty"`
 }
 
 // summarize turns a setup's counts into its Result. Ratios with nothing to
 // divide by are 0.
 func summarize(name string, c counts) Result {
-	reqUse := ratio(float64(c.WindowAccepted), allowance(c.RequestLimit, c.Period, c.Window))
-	tokUse := ratio(float64(c.WindowInputTokens), allowance(c.InputTokenLimit, c.Period, c.Window))
+	n := c.Allowances
+	if n == 0 {
+		n = 1
+	}
+	reqUse := ratio(float64(c.WindowAccepted), n*allowance(c.RequestLimit, c.Period, c.Window))
+	tokUse := ratio(float64(c.WindowInputTokens), n*allowance(c.InputTokenLimit, c.Period, c.Window))
 	r := Result{
 		Name:                  name,
 		Goodput:               reqUse,
@@ -124,6 +138,7 @@ func summarize(name string, c counts) Result {
 		Lost:                  c.Total - c.Completed,
 		ConcurrencyLimit:      c.ConcurrencyLimit,
 		ProviderPeakInFlight:  c.ProviderPeakInFlight,
+		SpendCapped:           c.SpendCapped,
 	}
 	if c.ConcurrencyLimit > 0 {
 		r.OverLimit = max(0, c.ProviderPeakInFlight-c.ConcurrencyLimit)

@@ -32,6 +32,8 @@ type replicaTarget struct {
 	simURL           string
 	model, taskQueue string
 	heartbeat        time.Duration
+	// pool is the pool run's member count (limits.Pool), 0 otherwise.
+	pool int
 }
 
 // startReplica starts replica i of setup s: its own Temporal client,
@@ -58,9 +60,7 @@ func startReplica(s setup, i int, t replicaTarget, counter *slots, transport htt
 	if t.heartbeat > 0 {
 		opts.Interceptors = append([]sdkinterceptor.WorkerInterceptor{&heartbeatTimeout{d: t.heartbeat}}, opts.Interceptors...)
 	}
-	acts, err := activities.New(activities.Config{Anthropic: activities.ProviderConfig{
-		APIKey: apiKey, BaseURL: t.simURL, HTTPClient: &http.Client{Transport: transport},
-	}})
+	acts, err := activities.New(activitiesConfig(t.pool, t.model, t.simURL, transport))
 	if err != nil {
 		return stop, fmt.Errorf("replica %d: activities: %w", i, err)
 	}
@@ -138,7 +138,7 @@ func runReplicaProcess(spec string) int {
 			o.HostPort, o.Namespace = sp.Temporal, sp.Namespace
 			return client.Dial(o)
 		},
-		simURL: sp.SimURL, model: sp.Model, taskQueue: sp.TaskQueue, heartbeat: sp.Heartbeat,
+		simURL: sp.SimURL, model: sp.Model, taskQueue: sp.TaskQueue, heartbeat: sp.Heartbeat, pool: sp.Limits.Pool,
 	}
 	stop, err := startReplica(s, sp.Index, t, &slots{report: report}, reportingTransport{next: pooledTransport(), report: report})
 	if err != nil {

@@ -53,6 +53,8 @@ type setupRun struct {
 	faults *faultLog
 	// failures counts the workflows that did not complete, by cause.
 	failures map[string]int
+	// pool is what a pool run saw of its members; nil otherwise.
+	pool *poolLog
 }
 
 // runSetup starts the setup's replicas on a task queue of its own, drives
@@ -74,6 +76,14 @@ func (b *bench) runSetup(ctx context.Context, s setup) (setupRun, error) {
 		if faults, err = b.faults.schedule(victim, log, inFlight, b.limits.Concurrency); err != nil {
 			return setupRun{}, err
 		}
+	}
+	var plog *poolLog
+	if b.limits.Pool > 0 {
+		plog = &poolLog{model: model}
+		faults = append(faults, b.capFault(plog), fault{at: b.window, do: func(context.Context, time.Time) error {
+			plog.atEnd = b.memberSpend(model)
+			return nil
+		}})
 	}
 
 	starter, err := b.server.Dial(client.Options{Logger: quietLogger(), Identity: "fleet-starter"})
@@ -105,8 +115,14 @@ func (b *bench) runSetup(ctx context.Context, s setup) (setupRun, error) {
 		Completed:            len(load.latencies),
 		Total:                load.started,
 		PeakSlots:            counter.peak.Load(),
+		Allowances:           1,
 	}
-	return setupRun{result: c, series: b.sim.Series(model), start: load.start, faults: log, failures: load.failures}, nil
+	if plog != nil {
+		// The members' spend caps are not rate limits: counted apart.
+		c.Allowances, c.SpendCapped = plog.allowances(b.limits), st.SpendCapped
+		c.Provider429 -= st.SpendCapped
+	}
+	return setupRun{result: c, series: b.sim.Series(model), start: load.start, faults: log, failures: load.failures, pool: plog}, nil
 }
 
 // startReplicas starts b.replicas workers, each with its own client,
@@ -120,7 +136,7 @@ func (b *bench) startReplicas(ctx context.Context, s setup, model, taskQueue str
 			closers[i]()
 		}
 	})
-	t := replicaTarget{dial: b.server.Dial, simURL: b.simURL, model: model, taskQueue: taskQueue, heartbeat: b.heartbeat}
+	t := replicaTarget{dial: b.server.Dial, simURL: b.simURL, model: model, taskQueue: taskQueue, heartbeat: b.heartbeat, pool: b.limits.Pool}
 	for i := range b.replicas {
 		if i == 0 && b.faults != nil {
 			victim, err = startReplicaProcess(ctx, replicaSpec{

@@ -38,7 +38,7 @@ func setups(l limits, redisAddr string) []setup {
 			name:  "local-buckets",
 			about: "Tollgate with a memory store per replica, each sized to the full limit (N× the intended rate)",
 			replica: func(_ int, model string, counter *slots) (worker.Options, func(), error) {
-				ps, err := policies(l, model)
+				ps, pools, err := budgets(l, model)
 				if err != nil {
 					return worker.Options{}, nil, err
 				}
@@ -46,7 +46,7 @@ func setups(l limits, redisAddr string) []setup {
 				if err != nil {
 					return worker.Options{}, nil, err
 				}
-				return governed(store, counter, func() {}, false)
+				return governed(store, pools, counter, func() {}, false)
 			},
 		},
 		{
@@ -76,7 +76,7 @@ func setups(l limits, redisAddr string) []setup {
 // each with its own client and store.
 func sharedRedis(l limits, redisAddr string, wait bool) func(int, string, *slots) (worker.Options, func(), error) {
 	return func(_ int, model string, counter *slots) (worker.Options, func(), error) {
-		ps, err := policies(l, model)
+		ps, pools, err := budgets(l, model)
 		if err != nil {
 			return worker.Options{}, nil, err
 		}
@@ -86,22 +86,19 @@ func sharedRedis(l limits, redisAddr string, wait bool) func(int, string, *slots
 			rdb.Close()
 			return worker.Options{}, nil, err
 		}
-		return governed(store, counter, func() { rdb.Close() }, wait)
+		return governed(store, pools, counter, func() { rdb.Close() }, wait)
 	}
 }
 
 // perSecond is the request limit in calls per second.
 func (l limits) perSecond() float64 { return float64(l.Requests) / l.Period.Seconds() }
 
-func policies(l limits, model string) (quota.Policies, error) {
-	return quota.NewPolicies(map[quota.Key]quota.Policy{{Provider: "anthropic", Model: model}: l.policy()})
-}
-
 // governed returns worker options with the slot counter outermost and
-// Tollgate's interceptor on store inside it.
-func governed(store quota.Store, counter *slots, closeFn func(), wait bool) (worker.Options, func(), error) {
+// Tollgate's interceptor on store (and pools) inside it.
+func governed(store quota.Store, pools quota.Pools, counter *slots, closeFn func(), wait bool) (worker.Options, func(), error) {
 	ic, err := interceptor.New(interceptor.Options{
 		Store:          store,
+		Pools:          pools,
 		WaitInWorkflow: wait,
 		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

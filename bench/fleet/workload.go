@@ -39,6 +39,9 @@ type limits struct {
 	Concurrency int64
 	// LeaseTTL is the policy's LeaseTTL; 0 is quota's default.
 	LeaseTTL time.Duration
+	// Pool, when positive, is -pool: the model is served by this many
+	// members, each an account with the whole limit (see pool.go).
+	Pool int
 }
 
 // simModel is the llmsim model one setup calls, with the limits.

@@ -138,6 +138,10 @@ func TestSpendCap(t *testing.T) {
 				}
 			}
 			require.Equal(t, http.StatusOK, send("k2").status, "caps are per account")
+
+			require.True(t, f.sim.CapSpend("free"), "an account runs out of credit mid-run")
+			require.Equal(t, http.StatusTooManyRequests, send("k2").status)
+			require.False(t, f.sim.CapSpend("nobody"))
 		})
 	}
 }

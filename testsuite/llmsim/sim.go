@@ -150,6 +150,23 @@ func (s *Sim) Spent(account string) int64 {
 	return s.spent[account]
 }
 
+// CapSpend sets the named account's spend cap to what it has spent so
+// far (at least one token), so that every later call on it gets the
+// spend-cap error: an account running out of credit mid-run. It reports
+// whether Config.Accounts names the account.
+func (s *Sim) CapSpend(account string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key, a := range s.accounts {
+		if a.Name == account {
+			a.SpendCapTokens = max(s.spent[account], 1)
+			s.accounts[key] = a
+			return true
+		}
+	}
+	return false
+}
+
 // ServeHTTP answers POST /v1/chat/completions (OpenAI), POST /v1/messages
 // (Anthropic) and POST /v1beta/models/{model}:generateContent (Gemini); any
 // other path gets a 404.
