@@ -88,3 +88,44 @@ func TestUngovernedKeysMakeBoundedSeries(t *testing.T) {
 	require.Equal(t, int64(1000), total)
 	require.Equal(t, []string{UngovernedKey, UngovernedKey}, keys)
 }
+
+// tollgate.pool.calls counts a pool's calls by the member that served them,
+// tenants folded as in every metric: one series per pool, member and named
+// tenant.
+func TestPoolCallsCountTheMemberThatServed(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	ins, err := newInstruments(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test"), true, nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	pool := quota.Key{Provider: "openai", Model: "gpt-4o"}
+	east := quota.Key{Provider: "openai", Account: "east", Model: "gpt-4o"}
+	west := quota.Key{Provider: "openai", Account: "west", Model: "gpt-4o"}
+	for i := range 10 {
+		p, m := pool, east
+		if i%3 == 0 {
+			m = west
+		}
+		p.Tenant, m.Tenant = "t"+strconv.Itoa(i), "t"+strconv.Itoa(i)
+		ins.served(ctx, p, m)
+	}
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != MetricPoolCalls {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				key, _ := dp.Attributes.Value("key")
+				member, _ := dp.Attributes.Value("member")
+				tenant, _ := dp.Attributes.Value("tenant")
+				got[key.AsString()+" "+member.AsString()+" "+tenant.AsString()] += dp.Value
+			}
+		}
+	}
+	require.Equal(t, map[string]int64{
+		"openai/default/gpt-4o openai/east/gpt-4o " + OtherTenants: 6,
+		"openai/default/gpt-4o openai/west/gpt-4o " + OtherTenants: 4,
+	}, got)
+}

@@ -40,7 +40,7 @@ func status(ctx context.Context, cfg config, out io.Writer, logger *slog.Logger)
 			return fmt.Errorf("worker: memory store: %w", err)
 		}
 		fmt.Fprintln(out, "store: process memory of this command (no REDIS_URL): every bucket is full; set REDIS_URL to read the fleet's levels")
-		return writeStatus(ctx, out, store, b.Policies)
+		return writeStatus(ctx, out, store, b.Policies, b.Pools)
 	}
 	rdb, desc, err := cfg.RedisClient() // loadConfig checked the URL
 	if err != nil {
@@ -58,7 +58,7 @@ func status(ctx context.Context, cfg config, out io.Writer, logger *slog.Logger)
 			desc, err)
 	}
 	fmt.Fprintln(out, "store:", desc)
-	return writeStatus(ctx, out, store, b.Policies)
+	return writeStatus(ctx, out, store, b.Policies, b.Pools)
 }
 
 // writeStatus prints a table of the policy keys' levels from store: per
@@ -67,8 +67,9 @@ func status(ctx context.Context, cfg config, out io.Writer, logger *slog.Logger)
 // resets; per key, whether and until when it is paused or closed (until a
 // spend cap or daily quota resets). When calls wait in a saturated
 // account's line, a second table says what each tenant has in it (see
-// writeLines).
-func writeStatus(ctx context.Context, out io.Writer, store quota.Store, ps quota.Policies) error {
+// writeLines); when the policies name pools, a last one lists each pool's
+// members and whether each can take calls (see writePools).
+func writeStatus(ctx context.Context, out io.Writer, store quota.Store, ps quota.Policies, pools quota.Pools) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tAXIS\tCAPACITY\tBURST\tAVAILABLE\tFILL\tESTIMATE\tNOTE")
 	var lines []quota.Snapshot
@@ -111,7 +112,46 @@ func writeStatus(ctx context.Context, out io.Writer, store quota.Store, ps quota
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	return writeLines(out, ps, lines)
+	if err := writeLines(out, ps, lines); err != nil {
+		return err
+	}
+	return writePools(ctx, out, store, pools)
+}
+
+// writePools prints each pool's members in order of preference, with the
+// requests each has available now and whether it takes calls: open, or
+// paused or closed (a member a call is never admitted on until then). The
+// member that served each call is counted by tollgate.pool.calls. It
+// prints nothing when there are no pools.
+func writePools(ctx context.Context, out io.Writer, store quota.Store, pools quota.Pools) error {
+	if pools.Len() == 0 {
+		return nil
+	}
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POOL\tMEMBER\tREQUESTS AVAILABLE\tSTATE")
+	for _, k := range pools.Keys() {
+		members, _ := pools.Members(k)
+		for _, m := range members {
+			snap, err := store.Snapshot(ctx, m)
+			if err != nil {
+				tw.Flush()
+				return fmt.Errorf("worker: status of pool %s member %s: %w", k, m, err)
+			}
+			avail := "-"
+			for _, l := range snap.Axes {
+				if l.Axis == quota.Requests {
+					avail = units(l.Available)
+				}
+			}
+			state := pausedNote(snap)
+			if state == "" {
+				state = "open"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k, m, avail, state)
+		}
+	}
+	return tw.Flush()
 }
 
 // writeLines prints, for each snapshot, what waits in its line per tenant:

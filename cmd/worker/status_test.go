@@ -231,3 +231,28 @@ func TestStatusNoteCountsUnreadableRecords(t *testing.T) {
 	require.Empty(t, statusNote(quota.Snapshot{}))
 	require.Equal(t, "3 unreadable records dropped (a newer release's?)", statusNote(quota.Snapshot{Unreadable: 3}))
 }
+
+// status lists each pool's members and whether each takes calls: a member
+// closed by its spend cap shows so, the others open.
+func TestStatusShowsEachPoolMember(t *testing.T) {
+	srv := redistest.StartServer(t)
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`pools:
+  - provider: openai
+    model: gpt-4o
+    members:
+      - {account: east, api_key_env: OPENAI_EAST_API_KEY, limits: {requests_per_minute: 600}}
+      - {account: west, api_key_env: OPENAI_WEST_API_KEY, limits: {requests_per_minute: 600}}
+`), 0o600))
+	b, err := worker.LoadPolicies(path)
+	require.NoError(t, err)
+	fleet, err := redis.New(srv.Client(), b.Policies, redis.Options{})
+	require.NoError(t, err)
+	east := quota.Key{Provider: "openai", Account: "east", Model: "gpt-4o"}
+	require.NoError(t, fleet.Pause(context.Background(), east, time.Hour, quota.PauseSpendCap))
+
+	var out bytes.Buffer
+	require.NoError(t, status(context.Background(), config{Config: worker.Config{RedisURL: srv.URL(), Policies: path}}, &out, quietLogger()))
+	require.Regexp(t, `openai/default/gpt-4o\s+openai/east/gpt-4o\s+10\s+closed until \S+, in 1h0m0s \(spend_cap\)`, out.String())
+	require.Regexp(t, `openai/default/gpt-4o\s+openai/west/gpt-4o\s+10\s+open`, out.String())
+}
