@@ -50,9 +50,12 @@ func (a *activityInbound) joinPool(ctx context.Context, c *call) error {
 			_ = converter.GetDefaultDataConverter().FromPayload(h, &held)
 		}
 	}
-	for i, m := range members {
-		if held != "" && m.String() == held {
-			p.index = i
+	if held != "" {
+		for i, m := range members {
+			if m.String() == held {
+				p.index = i
+				break
+			}
 		}
 	}
 	if p.index < 0 {

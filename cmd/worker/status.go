@@ -183,7 +183,7 @@ func writeLines(out io.Writer, ps quota.Policies, snaps []quota.Snapshot) error 
 // a provider's 429, or closed until a spend cap or daily quota resets (a
 // Gemini key until midnight in Los Angeles), with the time it reopens.
 func statusNote(snap quota.Snapshot) string {
-	return joinNote(joinNote(pausedNote(snap), marginNote(snap.Margin)), unreadableNote(snap.Unreadable))
+	return joinNote(pausedNote(snap), marginNote(snap.Margin), unreadableNote(snap.Unreadable))
 }
 
 // unreadableNote says how many ticket records and queue members of a form
@@ -217,14 +217,15 @@ func pausedNote(snap quota.Snapshot) string {
 	return fmt.Sprintf("paused %s (%s)", left, snap.PauseReason)
 }
 
-func joinNote(a, b string) string {
-	if a == "" {
-		return b
+// joinNote joins the notes that say something with "; ".
+func joinNote(notes ...string) string {
+	var said []string
+	for _, n := range notes {
+		if n != "" {
+			said = append(said, n)
+		}
 	}
-	if b == "" {
-		return a
-	}
-	return a + "; " + b
+	return strings.Join(said, "; ")
 }
 
 // bar draws available/capacity as a bar of width cells, e.g. "[#####.....]";
