@@ -74,6 +74,26 @@ func TestConfigValidatesWindow(t *testing.T) {
 	require.NoError(t, c.validate(), "-window works with -faults")
 }
 
+// TestShapeReachesTheSimModel checks -shape is validated and becomes
+// llmsim's window shape, named in the header, while the policy stays blind.
+func TestShapeReachesTheSimModel(t *testing.T) {
+	c := validConfig()
+	c.limits.Window, c.limits.Shape = 0.0167, "sliding-log"
+	require.ErrorContains(t, c.validate(), `-shape "sliding-log" is not a window shape: use bucket, fixed or sliding`)
+	for _, shape := range []string{llmsim.ShapeFixed, llmsim.ShapeSliding} {
+		c.limits.Shape = shape
+		require.NoError(t, c.validate())
+		m := c.limits.simModel("m")
+		require.Equal(t, shape, m.WindowShape)
+		_, err := llmsim.New(llmsim.Config{Models: []llmsim.Model{m}})
+		require.NoError(t, err)
+		require.Contains(t, c.limits.windowNote(), shape+" window")
+		plain := c.limits
+		plain.Shape = ""
+		require.Equal(t, plain.policy(), c.limits.policy(), "the governor is not told the shape")
+	}
+}
+
 // TestWindowReachesTheSimModel checks -window becomes llmsim's enforcement
 // window on the model every setup calls, and that the policy Tollgate is
 // given stays the whole per-period limit.
@@ -84,7 +104,7 @@ func TestWindowReachesTheSimModel(t *testing.T) {
 	require.Equal(t, time.Second, m.Period)
 	_, err := llmsim.New(llmsim.Config{Models: []llmsim.Model{m}})
 	require.NoError(t, err, "llmsim accepts the window")
-	require.Equal(t, "provider enforces each limit over 1/60 of its period (16.7ms)", l.windowNote())
+	require.Equal(t, "provider enforces each limit over 1/60 of its period (16.7ms, bucket window)", l.windowNote())
 	require.Contains(t, l.String(), "1/60 of its period")
 
 	plain := l
@@ -96,9 +116,9 @@ func TestWindowReachesTheSimModel(t *testing.T) {
 
 	other := l
 	other.Window = 0.1667
-	require.Equal(t, "provider enforces each limit over 1/6 of its period (166.7ms)", other.windowNote())
+	require.Equal(t, "provider enforces each limit over 1/6 of its period (166.7ms, bucket window)", other.windowNote())
 	other.Window = 0.3
-	require.Equal(t, "provider enforces each limit over 0.3 of its period (300ms)", other.windowNote())
+	require.Equal(t, "provider enforces each limit over 0.3 of its period (300ms, bucket window)", other.windowNote())
 }
 
 func TestFaultsConfig(t *testing.T) {

@@ -35,9 +35,12 @@
 // period (llmsim.Model.Window), as OpenAI and Anthropic say they may and
 // Azure OpenAI does: -window 0.0167 is a per-minute limit enforced per
 // second. Tollgate's policy still holds the whole per-period limit: the
-// governor is not told the provider's shape.
+// governor is not told the provider's shape. -shape says how the provider
+// counts the window (llmsim.Model.WindowShape): bucket (the default),
+// fixed (reset on the window's clock boundaries) or sliding (a log).
 //
 //	go run ./bench/fleet -window 0.0167
+//	go run ./bench/fleet -window 0.0167 -shape sliding
 //
 // With -pool N each Tollgate setup's model is a pool of N members, N
 // accounts each with the whole limit (see pool.go); halfway through the
@@ -79,6 +82,7 @@ func main() {
 	seed := flag.Uint64("seed", 1, "seed of the workload")
 	out := flag.String("out", "", "directory to write fleet.json and fleet.png to")
 	redisPath := flag.String("redis-server", "redis-server", "redis-server binary: a path, or a name looked up on PATH")
+	shape := flag.String("shape", llmsim.ShapeBucket, "how the provider counts a limit over -window: bucket (refilled continuously, a call may overdraw it), fixed (counters reset on the window's clock boundaries) or sliding (a log of the last window's calls)")
 	window := flag.Float64("window", 1, "the provider's enforcement window as a fraction of -period, in (0, 1]: it enforces each limit also over that share of the period, e.g. 0.0167 (1/60: a per-minute limit enforced per second) or 0.1667 (1/6: per 10 s); 1 is the whole period. Tollgate's policy is not told")
 	density := flag.Float64("density", 1, "tokens the provider counts per characters/4 (its tokenizer's density; Tollgate estimates characters/4)")
 	only := flag.String("setups", "", "comma-separated setups to run, by name (default: all of "+strings.Join(setupNames(), ",")+"; with -faults, "+strings.Join(faultSetups, ",")+")")
@@ -95,7 +99,7 @@ func main() {
 	defer cancel()
 	cfg := config{
 		replicas: *replicas, window: *duration, drain: *drain, rate: *rate, seed: *seed, out: *out, redisPath: *redisPath,
-		limits: limits{Period: *period, Requests: *requests, InputTokens: *inputTokens, OutputTokens: *outputTokens, Density: *density, Window: *window, Pool: *pool},
+		limits: limits{Period: *period, Requests: *requests, InputTokens: *inputTokens, OutputTokens: *outputTokens, Density: *density, Window: *window, Shape: *shape, Pool: *pool},
 		only:   *only, faults: *faults, concurrency: *concurrency,
 	}
 	if *tf.on {

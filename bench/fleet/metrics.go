@@ -18,9 +18,12 @@ const definitions = `Definitions:
                 run drains (no new workflows) for at most -drain.
   goodput       the provider's limit used on the binding axis during the window:
                 max over the request and input-token axes of
-                  units the provider accepted in the window ÷ (capacity + rate × window),
-                where capacity + rate × window is the most a full bucket lets through in the
-                window. On the request axis that is accepted calls ÷ the provider's call limit.
+                  units the provider accepted in the window ÷ (burst + rate × window),
+                where burst + rate × window is the most the provider's limiter lets through in
+                the window: rate is the limit per period, burst what may go at once, the whole
+                limit, or with -window F only F of it (the provider's enforcement window
+                holds no more). On the request axis that is accepted calls ÷ the most calls
+                the provider would have accepted.
                 The axis reaching the higher fraction is reported as binding.
   429/100       provider 429 answers per 100 provider calls, over the whole run (window + drain).
   attempts/call Temporal activity attempts (every execution a worker started, counted by an
@@ -49,8 +52,10 @@ const faultDefinitions = `  lost          workflows started but not completed (t
 
 // counts is what one setup's run measured, before it is summarized.
 type counts struct {
-	// Window is the load window; Period the provider's refill period.
-	Window, Period time.Duration
+	// Window is the load window; Period the provider's refill period;
+	// Enforcement the window the provider also enforces each limit over
+	// (-window), 0 for the whole period.
+	Window, Period, Enforcement time.Duration
 	// RequestLimit and InputTokenLimit are the provider's capacities per
 	// Period.
 	RequestLimit, InputTokenLimit int64
@@ -119,8 +124,8 @@ func summarize(name string, c counts) Result {
 	if n == 0 {
 		n = 1
 	}
-	reqUse := ratio(float64(c.WindowAccepted), n*allowance(c.RequestLimit, c.Period, c.Window))
-	tokUse := ratio(float64(c.WindowInputTokens), n*allowance(c.InputTokenLimit, c.Period, c.Window))
+	reqUse := ratio(float64(c.WindowAccepted), n*allowance(c.RequestLimit, c.Period, c.Enforcement, c.Window))
+	tokUse := ratio(float64(c.WindowInputTokens), n*allowance(c.InputTokenLimit, c.Period, c.Enforcement, c.Window))
 	r := Result{
 		Name:                  name,
 		Goodput:               reqUse,
@@ -149,14 +154,22 @@ func summarize(name string, c counts) Result {
 	return r
 }
 
-// allowance is the most a bucket of limit units per period, full at the
-// start, lets through in window: its capacity plus what it earns meanwhile.
-// It is 0 for an unlimited axis (limit ≤ 0).
-func allowance(limit int64, period, window time.Duration) float64 {
+// allowance is the most a provider's limiter of limit units per period,
+// full at the start, lets through in window: the burst it lets go at once
+// plus what it earns meanwhile. The burst is the whole limit, or only the
+// enforcement window's share of it when the provider also enforces the
+// limit over a shorter window (enforcement, 0 for none): the window holds
+// no more, so no client can use more. It is 0 for an unlimited axis
+// (limit ≤ 0).
+func allowance(limit int64, period, enforcement, window time.Duration) float64 {
 	if limit <= 0 || period <= 0 {
 		return 0
 	}
-	return float64(limit) * (1 + window.Seconds()/period.Seconds())
+	burst := period
+	if enforcement > 0 && enforcement < period {
+		burst = enforcement
+	}
+	return float64(limit) * (burst.Seconds() + window.Seconds()) / period.Seconds()
 }
 
 func ratio(a, b float64) float64 {

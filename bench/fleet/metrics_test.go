@@ -51,6 +51,19 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
+// TestGoodputCountsTheBurstTheProviderAllows checks the goodput's
+// denominator under a shorter enforcement window: a provider enforcing 10
+// per second over a tenth of a second lets 1 go at once, not 10, so 301
+// calls in a 30 s window is the most it accepts.
+func TestGoodputCountsTheBurstTheProviderAllows(t *testing.T) {
+	c := counts{Window: 30 * time.Second, Period: time.Second, Enforcement: 100 * time.Millisecond, RequestLimit: 10, WindowAccepted: 301}
+	require.InDelta(t, 1, summarize("s", c).Goodput, 1e-9)
+	c.Enforcement = 0
+	require.InDelta(t, 301.0/310, summarize("s", c).Goodput, 1e-9, "without a window the whole limit may go at once")
+	c.Enforcement = time.Second
+	require.InDelta(t, 301.0/310, summarize("s", c).Goodput, 1e-9, "a window of the whole period is no window")
+}
+
 func TestSummarizeOverLimit(t *testing.T) {
 	for _, tc := range []struct {
 		name         string

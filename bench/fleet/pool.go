@@ -121,7 +121,7 @@ func (b *bench) memberSpend(model string) []int64 {
 // allowances is how many members' worth of the limit the window offered:
 // every member's whole window but member 0's, which was open until capAt.
 func (p *poolLog) allowances(l limits) float64 {
-	open := allowance(1, l.Period, p.capAt) / allowance(1, l.Period, p.window)
+	open := allowance(1, l.Period, l.enforcement(), p.capAt) / allowance(1, l.Period, l.enforcement(), p.window)
 	return float64(l.Pool-1) + open
 }
 

@@ -101,6 +101,7 @@ func (b *bench) runSetup(ctx context.Context, s setup) (setupRun, error) {
 	c := counts{
 		Window:               b.window,
 		Period:               b.limits.Period,
+		Enforcement:          b.limits.enforcement(),
 		RequestLimit:         b.limits.Requests,
 		InputTokenLimit:      b.limits.InputTokens,
 		ConcurrencyLimit:     b.limits.Concurrency,

@@ -32,6 +32,10 @@ type limits struct {
 	// Tollgate's policy is not told: the governor does not know the
 	// provider's shape.
 	Window float64
+	// Shape is -shape: how the provider counts a limit over Window
+	// (llmsim.Model.WindowShape: bucket, fixed or sliding); empty is
+	// llmsim's default, the bucket.
+	Shape string
 	// Concurrency, when positive, is the policy's limit on calls in flight
 	// at once (quota.Concurrent). The provider does not enforce it; llmsim
 	// counts the calls it holds (llmsim.Sim.InFlight), so a run shows
@@ -54,6 +58,7 @@ func (l limits) simModel(name string) llmsim.Model {
 		OutputTokensPerMinute: l.OutputTokens,
 		Period:                l.Period,
 		Window:                l.enforcement(),
+		WindowShape:           l.Shape,
 		Density:               l.Density,
 	}
 }
@@ -77,18 +82,27 @@ func (l limits) validateWindow() error {
 	case l.Window < 1 && l.enforcement() <= 0:
 		return fmt.Errorf("-window %g of -period %s is less than a nanosecond: use a larger fraction, e.g. 0.0167 (1/60)", l.Window, l.Period)
 	}
+	switch l.Shape {
+	case "", llmsim.ShapeBucket, llmsim.ShapeFixed, llmsim.ShapeSliding:
+	default:
+		return fmt.Errorf("-shape %q is not a window shape: use bucket, fixed or sliding", l.Shape)
+	}
 	return nil
 }
 
 // windowNote states the provider's enforcement window for the chart's title
 // and the table's header, e.g. "provider enforces each limit over 1/60 of
-// its period (16.7ms)"; "" when it is the whole period.
+// its period (16.7ms, bucket window)"; "" when it is the whole period.
 func (l limits) windowNote() string {
 	w := l.enforcement()
 	if w <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("provider enforces each limit over %s of its period (%s)", fraction(l.Window), w.Round(100*time.Microsecond))
+	shape := l.Shape
+	if shape == "" {
+		shape = llmsim.ShapeBucket
+	}
+	return fmt.Sprintf("provider enforces each limit over %s of its period (%s, %s window)", fraction(l.Window), w.Round(100*time.Microsecond), shape)
 }
 
 // fraction writes f as 1/n when it is within 1% of one, else as a decimal.

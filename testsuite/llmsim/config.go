@@ -102,6 +102,13 @@ type Model struct {
 	// means Period: one bucket holding the whole limit. Not negative, not
 	// longer than Period (whose zero is one minute).
 	Window time.Duration `json:"window" yaml:"window"`
+	// WindowShape is how the provider counts a limit over Window:
+	// ShapeBucket (the default, described above), ShapeFixed (counters
+	// reset on clock boundaries of Window) or ShapeSliding (a log of the
+	// last Window's calls). Providers do not say which they run; a client
+	// that keeps to the limit must survive all three. Empty means
+	// ShapeBucket; ignored without a Window.
+	WindowShape string `json:"window_shape" yaml:"window_shape"`
 	// CacheTTL is how long a cached prompt prefix lives after it was last
 	// written or read (see the prompt cache in cache.go); zero means
 	// DefaultCacheTTL.
@@ -282,6 +289,11 @@ func (m Model) validate(f string) error {
 	}
 	if m.Window < 0 {
 		return configErr(f+".window", m.Window.String(), "is negative", "use 0 to enforce each limit over its whole period, or a positive duration such as 1s")
+	}
+	switch m.WindowShape {
+	case "", ShapeBucket, ShapeFixed, ShapeSliding:
+	default:
+		return configErr(f+".window_shape", m.WindowShape, "is not a window shape", `use "bucket", "fixed" or "sliding"`)
 	}
 	if m.Window > m.period() {
 		return configErr(f+".window", m.Window.String(), "is longer than the period ("+m.period().String()+")",

@@ -26,7 +26,10 @@
 //     1 s or 10 s): a second, continuously refilling bucket holding
 //     limit × Window/Period must admit the call too, a call larger than that
 //     share is served from a full window and repaid before the next, and
-//     the headers still report the per-minute bucket;
+//     the headers still report the per-minute bucket; Model.WindowShape
+//     counts the window in another way (a fixed window reset on clock
+//     boundaries, or a sliding log of the last window's calls), so a
+//     governor cannot pass by mirroring one shape;
 //   - a spend cap per account: once an account has used its tokens, every call
 //     gets the provider's spend-cap error, with no retry-after;
 //   - overload (Anthropic 529, OpenAI and Gemini 503) with a probability,

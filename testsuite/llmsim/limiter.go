@@ -27,7 +27,7 @@ const (
 // enforced over the window (nil entries otherwise), and a call must fit both.
 type limiter struct {
 	requests, tokens, input, output *bucket
-	windows                         [4]*bucket // requests, tokens, input, output
+	windows                         [4]windowed // requests, tokens, input, output; nil entries unlimited
 	daily                           *dailyWindow
 }
 
@@ -38,11 +38,11 @@ func newLimiter(m Model, now time.Time) *limiter {
 		tokens:   newBucket(m.TokensPerMinute, period, now),
 		input:    newBucket(m.InputTokensPerMinute, period, now),
 		output:   newBucket(m.OutputTokensPerMinute, period, now),
-		windows: [4]*bucket{
-			newWindowBucket(m.RequestsPerMinute, m.Window, period, now),
-			newWindowBucket(m.TokensPerMinute, m.Window, period, now),
-			newWindowBucket(m.InputTokensPerMinute, m.Window, period, now),
-			newWindowBucket(m.OutputTokensPerMinute, m.Window, period, now),
+		windows: [4]windowed{
+			newWindow(m.WindowShape, m.RequestsPerMinute, m.Window, period, now),
+			newWindow(m.WindowShape, m.TokensPerMinute, m.Window, period, now),
+			newWindow(m.WindowShape, m.InputTokensPerMinute, m.Window, period, now),
+			newWindow(m.WindowShape, m.OutputTokensPerMinute, m.Window, period, now),
 		},
 		daily: newDailyWindow(m.RequestsPerDay, dayZone(m.Provider), now),
 	}
@@ -50,9 +50,10 @@ func newLimiter(m Model, now time.Time) *limiter {
 
 // rated is one rate axis of a limiter and what a call charges it.
 type rated struct {
-	name           string
-	period, window *bucket // window is nil when the period enforces alone
-	n              int64
+	name   string
+	period *bucket
+	window windowed // nil when the period enforces alone
+	n      int64
 }
 
 // axes pairs each rate axis's buckets with c's charge on it, in the order
@@ -101,10 +102,11 @@ type refusal struct {
 // refill brings every bucket up to now.
 func (l *limiter) refill(now time.Time) {
 	for _, a := range l.axes(cost{}) {
-		for _, b := range [...]*bucket{a.period, a.window} {
-			if b != nil {
-				b.refill(now)
-			}
+		if a.period != nil {
+			a.period.refill(now)
+		}
+		if a.window != nil {
+			a.window.refill(now)
 		}
 	}
 	if l.daily != nil {
@@ -135,8 +137,7 @@ func (l *limiter) admit(c cost, now time.Time) *refusal {
 		}
 		w, ok := a.period.wait(float64(a.n))
 		if ok && a.window != nil {
-			ww, _ := a.window.wait(float64(a.n)) // a window bucket always can, in time
-			w = max(w, ww)
+			w = max(w, a.window.wait(float64(a.n)))
 		}
 		if !ok || w > 0 {
 			consider(refusal{axis: a.name, limit: int64(a.period.capacity), requested: a.n, wait: w, never: !ok})
@@ -151,10 +152,11 @@ func (l *limiter) admit(c cost, now time.Time) *refusal {
 		return worst
 	}
 	for _, a := range axes {
-		for _, b := range [...]*bucket{a.period, a.window} {
-			if b != nil {
-				b.take(float64(a.n))
-			}
+		if a.period != nil {
+			a.period.take(float64(a.n))
+		}
+		if a.window != nil {
+			a.window.take(float64(a.n))
 		}
 	}
 	if l.daily != nil {
@@ -170,10 +172,11 @@ func (l *limiter) refund(c cost) {
 		if a.n <= 0 {
 			continue
 		}
-		for _, b := range [...]*bucket{a.period, a.window} {
-			if b != nil {
-				b.give(float64(a.n))
-			}
+		if a.period != nil {
+			a.period.give(float64(a.n))
+		}
+		if a.window != nil {
+			a.window.give(float64(a.n))
 		}
 	}
 }
