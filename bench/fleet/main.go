@@ -254,7 +254,7 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	simCfg := llmsim.Config{Latency: latency, Seed: cfg.seed}
+	simCfg := llmsim.Config{Latency: latency, Seed: cfg.seed, RecordCharges: true}
 	var models []string
 	for _, s := range list {
 		models = append(models, "fleet-"+s.name)

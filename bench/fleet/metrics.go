@@ -16,15 +16,22 @@ import (
 const definitions = `Definitions:
   window        the load window: workflows are started at a steady rate for -duration, then the
                 run drains (no new workflows) for at most -drain.
-  goodput       the provider's limit used on the binding axis during the window:
-                max over the request and input-token axes of
+  goodput       the input tokens the provider accepted during the window ÷ what it would
+                have accepted of the same calls, in the same order, from a client that knew
+                its limiter exactly and sent each call the moment it fit (llmsim.Ideal). A
+                limit enforced over a short window does not bank one axis's idle time for
+                another, so with calls of mixed sizes even that client leaves part of each
+                limit unused (req use and tok use show how much). A -pool run, whose members
+                are several accounts, is compared with the limit alone, as req/tok use are:
+  req/tok use   the provider's limit used on each axis during the window:
                   units the provider accepted in the window ÷ (burst + rate × window),
                 where burst + rate × window is the most the provider's limiter lets through in
                 the window: rate is the limit per period, burst what may go at once, the whole
                 limit, or with -window F only F of it (the provider's enforcement window
                 holds no more). On the request axis that is accepted calls ÷ the most calls
                 the provider would have accepted.
-                The axis reaching the higher fraction is reported as binding.
+                The axis reaching the higher fraction is reported as binding; it is the
+                goodput of a -pool run.
   429/100       provider 429 answers per 100 provider calls, over the whole run (window + drain).
   attempts/call Temporal activity attempts (every execution a worker started, counted by an
                 outermost interceptor, including Tollgate's scheduled-retry refusals, which end
@@ -86,6 +93,9 @@ type counts struct {
 	// SpendCapped counts the spend-cap answers of a pool run's capped
 	// member, which Provider429 does not.
 	SpendCapped int64
+	// Exact is the goodput against an exact client (exactGoodput); 0 when
+	// none was computed (a pool run), which leaves the limit's.
+	Exact float64
 }
 
 // Result is one setup's line of the table and one object of fleet.json.
@@ -150,6 +160,9 @@ func summarize(name string, c counts) Result {
 	}
 	if tokUse > reqUse {
 		r.Goodput, r.BindingAxis = tokUse, "input_tokens"
+	}
+	if c.Exact > 0 {
+		r.Goodput = c.Exact
 	}
 	return r
 }

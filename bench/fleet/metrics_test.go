@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/tollgate/tollgate/testsuite/llmsim"
 	"strings"
 	"testing"
 	"time"
@@ -196,4 +197,23 @@ func TestVerdict(t *testing.T) {
 	retried := ok
 	retried.AttemptsPerCall, retried.ProviderCallsPerCall = 1.9, 1
 	require.Contains(t, verdict(retried), "attempts/call 1.90 ≤ 1.2 MISSED (calls/call 1.00)")
+}
+
+// TestExactGoodput checks the goodput against an exact client: a run that
+// took 60 of the calls the exact client takes 78 of (equal calls, a 10 s
+// window, see llmsim's TestIdealFillsTheLimit) scores 60/78, Exact
+// overrides the limit's goodput, and too few calls to fill the window
+// leave no exact figure.
+func TestExactGoodput(t *testing.T) {
+	m := llmsim.Model{Provider: llmsim.Anthropic, Name: "m", RequestsPerMinute: 10, InputTokensPerMinute: 5000, Period: time.Second}
+	calls := make([]llmsim.Charge, 200)
+	for i := range calls {
+		calls[i] = llmsim.Charge{Requests: 1, InputTokens: 700, Tokens: 700}
+	}
+	g := exactGoodput(m, calls, 60, 10*time.Second)
+	require.InDelta(t, 60.0/78, g, 1e-9)
+	r := summarize("s", counts{Window: 10 * time.Second, Period: time.Second, RequestLimit: 10, InputTokenLimit: 5000, WindowAccepted: 60, WindowInputTokens: 42000, Exact: g})
+	require.InDelta(t, 60.0/78, r.Goodput, 1e-9)
+	require.InDelta(t, 42000.0/55000, r.InputTokenUtilization, 1e-9, "tok use still counts the limit")
+	require.Zero(t, exactGoodput(m, calls[:50], 50, 10*time.Second), "50 calls cannot fill ten seconds")
 }

@@ -118,6 +118,9 @@ func (b *bench) runSetup(ctx context.Context, s setup) (setupRun, error) {
 		PeakSlots:            counter.peak.Load(),
 		Allowances:           1,
 	}
+	if plog == nil {
+		c.Exact = exactGoodput(b.limits.simModel(model), b.sim.Charges(model), load.windowStats.Accepted, b.window)
+	}
 	if plog != nil {
 		// The members' spend caps are not rate limits: counted apart.
 		c.Allowances, c.SpendCapped = plog.allowances(b.limits), st.SpendCapped
@@ -269,4 +272,23 @@ func sleepUntil(ctx context.Context, t time.Time) {
 
 func quietLogger() sdklog.Logger {
 	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// exactGoodput compares what the provider took of the run's calls during
+// the window with what it would have taken of the same calls, in the same
+// order, from a client that knew its limiter exactly (llmsim.Ideal): the
+// input tokens of the first accepted calls (those admitted in the window)
+// over the ideal client's. It is 0 when the run had too few calls for the
+// ideal client to fill the window, which leaves the comparison with the
+// limit alone.
+func exactGoodput(m llmsim.Model, charges []llmsim.Charge, accepted int64, window time.Duration) float64 {
+	n, ideal := llmsim.Ideal(m, charges, window)
+	if n >= len(charges) || ideal <= 0 {
+		return 0
+	}
+	var got int64
+	for _, ch := range charges[:min(int(accepted), len(charges))] {
+		got += ch.InputTokens
+	}
+	return float64(got) / float64(ideal)
 }

@@ -42,6 +42,10 @@ type Config struct {
 	// Seed seeds the random source used for overload and latency draws, so
 	// runs repeat. Zero is a valid seed.
 	Seed uint64 `json:"seed" yaml:"seed"`
+	// RecordCharges keeps what the limiter charged every admitted call,
+	// for Sim.Charges (a benchmark's goodput, see Ideal). Off by default:
+	// the record grows with every call.
+	RecordCharges bool `json:"record_charges" yaml:"record_charges"`
 }
 
 // Model is one model a Sim serves and its limits, which apply to each

@@ -80,6 +80,7 @@ type Sim struct {
 	seq      uint64
 	stats    stats
 	inFlight inFlight
+	charges  map[string][]Charge // by model name, with Config.RecordCharges
 }
 
 var _ http.Handler = (*Sim)(nil)
@@ -319,8 +320,17 @@ func (s *Sim) check(d dialect, key string, c call, perr *apiError, o *outcome) *
 	}
 	o.answer = compose(c, o.requestID)
 	pc.write(c, o.now)
+	kept := d.cost(c)
 	if a, ok := d.(adjuster); ok {
-		lim.refund(a.adjust(c, o.answer))
+		back := a.adjust(c, o.answer)
+		lim.refund(back)
+		kept = kept.less(back)
+	}
+	if s.cfg.RecordCharges {
+		if s.charges == nil {
+			s.charges = make(map[string][]Charge)
+		}
+		s.charges[c.model] = append(s.charges[c.model], Charge{Requests: kept.requests, Tokens: kept.tokens, InputTokens: kept.input, OutputTokens: kept.output})
 	}
 	s.spent[acct.Name] += o.answer.in + o.answer.out
 	o.delay = s.cfg.Latency.delay(s.rng)
