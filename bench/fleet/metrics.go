@@ -33,9 +33,11 @@ const definitions = `Definitions:
                 The axis reaching the higher fraction is reported as binding; it is the
                 goodput of a -pool run.
   429/100       provider 429 answers per 100 provider calls, over the whole run (window + drain).
-  attempts/call Temporal activity attempts (every execution a worker started, counted by an
-                outermost interceptor, including Tollgate's scheduled-retry refusals, which end
-                at once without calling the provider) per completed LLM call, whole run:
+  attempts/call Temporal activity attempts of the LLM activity (every execution a worker
+                started, counted by an outermost interceptor, including Tollgate's
+                scheduled-retry refusals, which end at once without calling the provider; the
+                agents' tool activity is not an LLM call and is not counted) per completed LLM
+                call, whole run:
                 attempts_per_call in fleet.json.
   calls/call    provider calls (every HTTP request llmsim received) per completed LLM call
                 (an activity that returned the provider's answer), whole run:
@@ -44,7 +46,7 @@ const definitions = `Definitions:
   p50/p99       workflow completion latency (start request to result), nearest rank, over the
                 workflows that completed before the drain deadline.
   peak slots    the most activity executions in flight at once across the fleet (outermost
-                interceptor), i.e. worker activity slots held.
+                interceptor), tool calls included, i.e. worker activity slots held.
   done/total    workflows completed successfully ÷ workflows started; the rest were still
                 running at the drain deadline (and were terminated) or failed.`
 

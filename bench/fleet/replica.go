@@ -213,12 +213,12 @@ func startReplicaProcess(ctx context.Context, sp replicaSpec, counter *slots) (*
 				break
 			}
 			switch slotEvent(b) {
-			case execBegan:
+			case execBegan, toolBegan:
 				open++
-				counter.begin()
-			case execSucceeded, execFailed:
+				counter.begin(slotEvent(b) == execBegan)
+			case execSucceeded, execFailed, toolEnded:
 				open--
-				counter.end(slotEvent(b) == execSucceeded)
+				counter.end(slotEvent(b) == execSucceeded, slotEvent(b) != toolEnded)
 			case callSent:
 				p.calls.Add(1)
 			case callAnswered:
@@ -228,7 +228,7 @@ func startReplicaProcess(ctx context.Context, sp replicaSpec, counter *slots) (*
 			}
 		}
 		for range open {
-			counter.end(false)
+			counter.end(false, false) // only the slot: its attempt was counted when it began
 		}
 		p.calls.Store(0)
 		_ = p.cmd.Wait()

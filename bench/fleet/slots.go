@@ -30,32 +30,45 @@ var _ interceptor.WorkerInterceptor = (*slots)(nil)
 type slotEvent byte
 
 const (
-	execBegan     slotEvent = 'b' // an activity execution started
+	execBegan     slotEvent = 'b' // an LLM activity execution started
 	execSucceeded slotEvent = 's' // one returned a result
 	execFailed    slotEvent = 'f' // one returned an error
+	toolBegan     slotEvent = 't' // a tool activity execution started
+	toolEnded     slotEvent = 'e' // one ended
 )
 
-// begin counts an activity execution starting.
-func (s *slots) begin() {
-	s.attempts.Add(1)
+// begin counts an activity execution starting: an LLM call's (llm), or an
+// agent's tool call, which holds a slot but is not an LLM call, so
+// attempts count the LLM activities alone.
+func (s *slots) begin(llm bool) {
+	if llm {
+		s.attempts.Add(1)
+	}
 	n := s.inFlight.Add(1)
 	for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
 	}
 	if s.report != nil {
-		s.report(execBegan)
+		e := toolBegan
+		if llm {
+			e = execBegan
+		}
+		s.report(e)
 	}
 }
 
 // end counts an activity execution ending; ok when it returned a result.
-func (s *slots) end(ok bool) {
-	if ok {
+func (s *slots) end(ok, llm bool) {
+	if ok && llm {
 		s.completed.Add(1)
 	}
 	s.inFlight.Add(-1)
 	if s.report != nil {
-		if ok {
+		switch {
+		case !llm:
+			s.report(toolEnded)
+		case ok:
 			s.report(execSucceeded)
-		} else {
+		default:
 			s.report(execFailed)
 		}
 	}
@@ -70,9 +83,12 @@ func (s *slots) execute(ctx context.Context, in *interceptor.ExecuteActivityInpu
 	if activity.GetInfo(ctx).IsLocalActivity {
 		return next.ExecuteActivity(ctx, in)
 	}
-	s.begin()
+	// An agent's tool call holds a slot but is no LLM call: attempts and
+	// completed calls count the LLM activities alone.
+	llm := activity.GetInfo(ctx).ActivityType.Name != stepsTool.Name
+	s.begin(llm)
 	ok := false
-	defer func() { s.end(ok) }()
+	defer func() { s.end(ok, llm) }()
 	res, err := next.ExecuteActivity(ctx, in)
 	ok = err == nil
 	return res, err
