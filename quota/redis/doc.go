@@ -34,7 +34,8 @@
 //
 // A budget's state hash holds, per axis id a: l<a>/t<a> a bucket's level
 // and the time it was computed at, w<a>/d<a> a daily window's start and the
-// units used in it, c<a> an adopted effective capacity and o<a> the
+// units used in it, r<a> after a loss the window ("start used") the views
+// of the Stores that recovered it came to, c<a> an adopted effective capacity and o<a> the
 // configured one it was adopted under (an adopted capacity counts only
 // while the policy adopts and is configured so), g<a>/h<a> a bucket's start
 // gate and the time it is dated at; and pu/pr the pause's end and reason,
@@ -54,7 +55,9 @@
 // without persistence, a flush, an eviction, a failover to an empty replica)
 // although its Store saw an epoch restarts the budget conservatively:
 // buckets empty and refilling at their rate, daily windows as used as that
-// Store last saw them, every free concurrency slot held for the policy's
+// Store last saw them (and every other Store that saw the lost epoch adds,
+// on its next call, what it saw beyond that; a window may still be granted
+// what the Stores that come back last had not seen), every free concurrency slot held for the policy's
 // LeaseTTL by a placeholder, which a call granted before the loss takes over
 // when it renews or settles, provided the Store renewing or settling it was
 // granted it in the epoch lost (a ticket that cannot prove so is unknown),

@@ -121,6 +121,10 @@ type fleet struct {
 	mu     sync.Mutex
 	active []worker
 	losses int
+	// reserves is read-held by every Reserve, until the ledger has its
+	// reply, and held by a loss: the state goes between two Reserves, so
+	// the ledger's order of replies is Redis's.
+	reserves sync.RWMutex
 }
 
 func (f *fleet) set(ws []worker) {
@@ -164,11 +168,19 @@ type ledger struct {
 	outcomes map[string]int
 	crossed  map[string]int
 	failures []string
+	// charges counts the replies on mixDaily that may have charged its
+	// daily window (granted or queued), seenAt the count at each worker's
+	// last reply on it, and unseen, at a loss, the most charges any worker
+	// had not seen a reply of: a worker recovers the window as used as it
+	// last saw it, so the fleet may be granted up to that many more.
+	charges int
+	seenAt  map[string]int
+	unseen  int
 }
 
 func newLedger() *ledger {
 	l := &ledger{inFlight: map[string]int{}, peak: map[string]int{}, used: map[string]*[quota.Concurrency + 1]int64{},
-		outcomes: map[string]int{}, crossed: map[string]int{}}
+		outcomes: map[string]int{}, crossed: map[string]int{}, seenAt: map[string]int{}}
 	for b := range mixBudgets {
 		l.used[b] = new([quota.Concurrency + 1]int64)
 	}
@@ -186,6 +198,29 @@ func (l *ledger) count(w worker, what string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.outcomes[release(w.old)+" "+what]++
+}
+
+// replied records w's reply d on k.
+func (l *ledger) replied(w worker, k quota.Key, d quota.Decision) {
+	if k != mixDaily {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d.Outcome != quota.Refused {
+		l.charges++
+	}
+	l.seenAt[w.name] = l.charges
+}
+
+// lost records, as the state goes, the most charges on mixDaily one of ws
+// had not seen.
+func (l *ledger) lost(ws []worker) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range ws {
+		l.unseen = max(l.unseen, l.charges-l.seenAt[w.name])
+	}
 }
 
 func (l *ledger) cross(from, to worker) {
@@ -253,7 +288,12 @@ func (c *caller) call(ctx context.Context, n int, deadline time.Time) {
 			return
 		}
 		losses := c.fleet.lossCount()
+		c.fleet.reserves.RLock()
 		d, err := w.store.Reserve(ctx, quota.Reservation{Key: k, Ticket: ticket, Cost: cost, Place: place})
+		if err == nil {
+			c.l.replied(w, k, d)
+		}
+		c.fleet.reserves.RUnlock()
 		if err != nil {
 			c.l.fail(w, "reserve", k, err)
 			return

@@ -277,8 +277,8 @@ func TestSettleAfterLossWithoutConcurrency(t *testing.T) {
 
 // TestDailyWindowAfterLoss: a daily window restarts from what the stores
 // saw of it, not from zero: the store that recovers the key brings what it
-// saw, and every other store raises the window to what it saw on its next
-// call.
+// saw, and every other store adds, on its next call, what it saw beyond
+// that, so what was granted since the recovery still counts.
 func TestDailyWindowAfterLoss(t *testing.T) {
 	e := newRecoveryEnv(t, quota.Policy{Limits: []quota.Limit{quota.PerDay(quota.Tokens, 1000, nil)}})
 	other := e.newStore()
@@ -289,9 +289,12 @@ func TestDailyWindowAfterLoss(t *testing.T) {
 
 	e.grant(e.store, "c", tokens(100)) // recovers at 600: 700
 	require.InDelta(t, 300, e.available(e.store, quota.TokensPerDay), 1e-9)
-	e.grant(other, "d", tokens(150)) // raises to 800: 950
-	require.InDelta(t, 50, e.available(e.store, quota.TokensPerDay), 1e-9)
-	d := e.reserve(e.store, "e", tokens(100))
+	d := e.reserve(other, "d", tokens(150)) // adds the 200 it saw beyond 600: 900
+	require.Equal(t, quota.Refused, d.Outcome, "800 before the loss and 100 since leave 100: %+v", d)
+	require.Equal(t, quota.DailyLimit, d.Reason)
+	require.InDelta(t, 100, e.available(e.store, quota.TokensPerDay), 1e-9)
+	e.grant(other, "e", tokens(100)) // other's view is counted once: 1000
+	d = e.reserve(e.store, "e3", tokens(1))
 	require.Equal(t, quota.Refused, d.Outcome, "%+v", d)
 	require.Equal(t, quota.DailyLimit, d.Reason)
 

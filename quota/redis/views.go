@@ -1,6 +1,8 @@
 package redis
 
 import (
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,10 +38,46 @@ func (ks *keyState) remember(epochs []any, windows []string) {
 	}
 	for _, v := range ks.views {
 		for i := range v.seen {
-			v.seen[i].Store(windows[0])
+			v.see(i, windows[0])
 			windows = windows[1:]
 		}
 	}
+}
+
+// see keeps w as the view of daily limit i unless it already holds a later
+// window or more used in the same one: replies may arrive out of order, and
+// a view must never go back to less than its Store saw.
+func (v *view) see(i int, w string) {
+	for {
+		old := v.seen[i].Load()
+		if !later(w, old.(string)) || v.seen[i].CompareAndSwap(old, w) {
+			return
+		}
+	}
+}
+
+// later reports whether window w ("start used", or "" for none) says more
+// than old: a later start, or more used since the same one.
+func later(w, old string) bool {
+	ws, wu, ok := cutWindow(w)
+	if !ok {
+		return false
+	}
+	os, ou, ok := cutWindow(old)
+	return !ok || ws > os || ws == os && wu > ou
+}
+
+func cutWindow(w string) (start int64, used float64, ok bool) {
+	s, u, ok := strings.Cut(w, " ")
+	if !ok {
+		return 0, 0, false
+	}
+	start, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, 0, false
+	}
+	used, err = strconv.ParseFloat(u, 64)
+	return start, used, err == nil
 }
 
 // grants remembers, per ticket this Store was granted and has not yet

@@ -22,17 +22,40 @@ local function seen(b, a, j)
   return 0
 end
 
+-- counted returns the use of budget b's j-th daily limit a's current
+-- window once the caller's view of it is counted, and what the views
+-- counted so far come to (kept as r<a>, "start use"), or nil when the
+-- caller's view adds nothing. A window recovered after a loss (lost) holds
+-- what was used since (by callers that could not tell it was lost) plus
+-- what the recovering caller saw; every caller that saw the lost epoch
+-- adds what it saw beyond the views counted before it, so grants the
+-- recovering caller had not seen are charged as soon as a caller that saw
+-- them comes back. A window recovered by a release that kept no r<a> is
+-- raised to the caller's view, as that release did.
+local function counted(b, a, j, lost)
+  local u, d = seen(b, a, j), used(a)
+  if lost then return d + u, u end
+  local ws, r = string.match(b.st['r' .. a.id] or '', '^(%S+) (%S+)$')
+  if ws and tonumber(ws) == a.ws then
+    r = tonumber(r)
+    if u > r then return d + u - r, u end
+  elseif u > d then
+    return u, nil
+  end
+  return nil, nil
+end
+
 -- recover restarts budget b's state after a loss, from what the caller
 -- saw: every bucket empty (or lower) and dated now, so it refills at its
--- rate and hands out no burst it never had; every daily window at least as
--- used as the caller last saw it; every concurrency slot no live lease
+-- rate and hands out no burst it never had; every daily window as used as
+-- the callers that saw the lost epoch last saw it (counted); every concurrency slot no live lease
 -- holds taken by a placeholder until the policy's lease TTL from now, for
 -- the calls granted before the loss, which take them over as they renew or
 -- settle (regrant). Queued tickets are gone with their records: their
 -- callers are charged again when they come back; a root whose hash was
 -- gone starts its line afresh. With lost false (a caller that saw an older
--- epoch recovered the state already), only the daily windows are raised to
--- what this caller saw.
+-- epoch recovered the state already), only the daily windows count what
+-- this caller saw.
 local function recover(b, lost)
   local st = b.st
   local hs, j = {}, 0
@@ -41,11 +64,15 @@ local function recover(b, lost)
     local id = a.id
     if a.kind == DAILY then
       j = j + 1
-      local u = seen(b, a, j)
-      if u > used(a) then
+      local u, r = counted(b, a, j, lost)
+      if u then
         st['w' .. id], st['d' .. id] = fmt(a.ws), fmt(u)
         hs[#hs + 1] = 'w' .. id; hs[#hs + 1] = st['w' .. id]
         hs[#hs + 1] = 'd' .. id; hs[#hs + 1] = st['d' .. id]
+      end
+      if r then
+        st['r' .. id] = fmt(a.ws) .. ' ' .. fmt(r)
+        hs[#hs + 1] = 'r' .. id; hs[#hs + 1] = st['r' .. id]
       end
     elseif lost and a.kind == BUCKET then
       local l = st['l' .. id] and level(a) or 0

@@ -61,12 +61,10 @@ for k = 1, b.n do
     end
   elseif a.kind == DAILY then
     j = j + 1
-    local u = used(a) - (backDaily[a.id] or 0)
+    local u = used(a)
+    if lost then u = counted(b, a, j, true) end
+    u = u - (backDaily[a.id] or 0)
     if u < 0 then u = 0 end
-    if lost then
-      local s = seen(b, a, j)
-      if s > u then u = s end
-    end
     avail, reset = a.cap - u, fmt(a.we)
   elseif not lost then
     avail = a.cap - redis.call('ZCOUNT', b.L, '(' .. nowS, '+inf')
