@@ -15,6 +15,9 @@ type Axis uint8
 // refilling token buckets; RequestsPerDay and TokensPerDay are fixed windows
 // that reset at midnight in the limit's time zone; Concurrency counts calls in
 // flight, each holding a lease that expires if its holder never returns it.
+// SpendPerDay and SpendPerMonth are money budgets (Cost.Spend, in Money's
+// micro-units): fixed windows of a calendar day, or month, in the limit's
+// zone.
 const (
 	Requests Axis = iota + 1
 	Tokens
@@ -23,8 +26,10 @@ const (
 	RequestsPerDay
 	TokensPerDay
 	Concurrency
+	SpendPerDay
+	SpendPerMonth
 
-	numAxes = int(Concurrency)
+	numAxes = int(SpendPerMonth)
 )
 
 var axisNames = [...]string{
@@ -35,11 +40,13 @@ var axisNames = [...]string{
 	RequestsPerDay: "requests_per_day",
 	TokensPerDay:   "tokens_per_day",
 	Concurrency:    "concurrency",
+	SpendPerDay:    "spend_per_day",
+	SpendPerMonth:  "spend_per_month",
 }
 
 // Axes lists every valid axis in a fixed order (the order Snapshot reports in).
 func Axes() []Axis {
-	return []Axis{Requests, Tokens, InputTokens, OutputTokens, RequestsPerDay, TokensPerDay, Concurrency}
+	return []Axis{Requests, Tokens, InputTokens, OutputTokens, RequestsPerDay, TokensPerDay, Concurrency, SpendPerDay, SpendPerMonth}
 }
 
 // String returns the axis's name as used in configuration, metrics and errors
@@ -52,15 +59,20 @@ func (a Axis) String() string {
 }
 
 // Valid reports whether a is one of the defined axes.
-func (a Axis) Valid() bool { return a >= Requests && a <= Concurrency }
+func (a Axis) Valid() bool { return a >= Requests && a <= SpendPerMonth }
+
+// Spend reports whether a is a money budget (SpendPerDay, SpendPerMonth).
+func (a Axis) Spend() bool { return a == SpendPerDay || a == SpendPerMonth }
 
 // Kind says how an axis refills.
 func (a Axis) Kind() Kind {
 	switch a {
 	case Requests, Tokens, InputTokens, OutputTokens:
 		return Bucket
-	case RequestsPerDay, TokensPerDay:
+	case RequestsPerDay, TokensPerDay, SpendPerDay:
 		return DailyWindow
+	case SpendPerMonth:
+		return MonthlyWindow
 	case Concurrency:
 		return Leases
 	}
@@ -69,13 +81,13 @@ func (a Axis) Kind() Kind {
 
 // ParseAxis returns the axis named s (as printed by Axis.String).
 func ParseAxis(s string) (Axis, error) {
-	for a := Requests; a <= Concurrency; a++ {
+	for a := Requests; a <= SpendPerMonth; a++ {
 		if axisNames[a] == s {
 			return a, nil
 		}
 	}
 	return 0, invalid("axis", s, "is not a known axis",
-		"use one of requests, tokens, input_tokens, output_tokens, requests_per_day, tokens_per_day, concurrency")
+		"use one of requests, tokens, input_tokens, output_tokens, requests_per_day, tokens_per_day, concurrency, spend_per_day, spend_per_month")
 }
 
 // Kind is how an axis's budget comes back.
@@ -91,7 +103,14 @@ const (
 	DailyWindow
 	// Leases allows Capacity calls in flight at once.
 	Leases
+	// MonthlyWindow allows Capacity units per calendar month in Location
+	// and resets at midnight of the month's first day in that zone.
+	MonthlyWindow
 )
+
+// Windowed reports whether k is a fixed calendar window (DailyWindow or
+// MonthlyWindow): used units that reset at the window's end.
+func (k Kind) Windowed() bool { return k == DailyWindow || k == MonthlyWindow }
 
 // Limit is one axis's budget. Build it with PerSecond, PerMinute, Per, PerDay
 // or Concurrent; the zero Limit is invalid. Limits are values: copy freely.
@@ -158,6 +177,34 @@ func PerDay(resource Axis, n int64, loc *time.Location) Limit {
 	return Limit{Axis: axis, Capacity: n, Location: loc, built: DailyWindow}
 }
 
+// DailySpend returns a money budget of m per calendar day in loc (nil means
+// UTC), charged from Cost.Spend and reset at the zone's midnight.
+func DailySpend(m Money, loc *time.Location) Limit {
+	return Limit{Axis: SpendPerDay, Capacity: int64(m), Location: loc, built: DailyWindow}
+}
+
+// MonthlySpend returns a money budget of m per calendar month in loc (nil
+// means UTC), charged from Cost.Spend and reset at midnight of the month's
+// first day in that zone.
+func MonthlySpend(m Money, loc *time.Location) Limit {
+	return Limit{Axis: SpendPerMonth, Capacity: int64(m), Location: loc, built: MonthlyWindow}
+}
+
+// Window returns the calendar window of a DailyWindow or MonthlyWindow
+// limit that holds t: [start, end) in the limit's zone. Other kinds return
+// zero times.
+func (l Limit) Window(t time.Time) (start, end time.Time) {
+	loc := l.Zone()
+	y, m, d := t.In(loc).Date()
+	switch l.Axis.Kind() {
+	case DailyWindow:
+		return time.Date(y, m, d, 0, 0, 0, 0, loc), time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+	case MonthlyWindow:
+		return time.Date(y, m, 1, 0, 0, 0, 0, loc), time.Date(y, m+1, 1, 0, 0, 0, 0, loc)
+	}
+	return time.Time{}, time.Time{}
+}
+
 // Concurrent returns a limit of n calls in flight at once.
 func Concurrent(n int64) Limit { return Limit{Axis: Concurrency, Capacity: n, built: Leases} }
 
@@ -186,7 +233,10 @@ func (l Limit) String() string {
 			return fmt.Sprintf("%d %s/%s (burst %s)", l.Capacity, l.Axis, l.Period, l.Burst)
 		}
 		return fmt.Sprintf("%d %s/%s", l.Capacity, l.Axis, l.Period)
-	case DailyWindow:
+	case DailyWindow, MonthlyWindow:
+		if l.Axis.Spend() {
+			return fmt.Sprintf("%s %s (%s)", Money(l.Capacity), l.Axis, l.Zone())
+		}
 		return fmt.Sprintf("%d %s (%s)", l.Capacity, l.Axis, l.Zone())
 	default:
 		return fmt.Sprintf("%d %s", l.Capacity, l.Axis)
@@ -203,6 +253,10 @@ func (l Limit) Validate() error {
 	}
 	if l.built != 0 && l.built != l.Axis.Kind() {
 		return l.wrongAxis()
+	}
+	if l.Capacity <= 0 && l.Axis.Spend() {
+		return invalid("limit."+l.Axis.String()+".capacity", Money(l.Capacity).String(),
+			"must be a positive amount", "set the budget in the price table's currency, e.g. quota.Dollars(50)")
 	}
 	if l.Capacity <= 0 {
 		return invalid("limit."+l.Axis.String()+".capacity", strconv.FormatInt(l.Capacity, 10),
@@ -239,6 +293,11 @@ func (l Limit) wrongAxis() error {
 	switch l.Axis.Kind() {
 	case DailyWindow:
 		fix = "for a daily limit use quota.PerDay(quota.Requests, n, zone) or quota.PerDay(quota.Tokens, n, zone)"
+		if l.Axis == SpendPerDay {
+			fix = "for a daily money budget use quota.DailySpend(amount, zone)"
+		}
+	case MonthlyWindow:
+		fix = "for a monthly money budget use quota.MonthlySpend(amount, zone)"
 	case Leases:
 		fix = "for calls in flight use quota.Concurrent(n)"
 	default:
@@ -249,7 +308,9 @@ func (l Limit) wrongAxis() error {
 	case Bucket:
 		problem = "does not refill over a period: quota.Per, PerSecond and PerMinute take requests, tokens, input_tokens or output_tokens"
 	case DailyWindow:
-		problem = "has no daily limit: quota.PerDay takes requests or tokens"
+		problem = "has no daily limit: quota.PerDay takes requests or tokens, quota.DailySpend money"
+	case MonthlyWindow:
+		problem = "has no monthly limit: quota.MonthlySpend takes money"
 	default:
 		problem = "is not concurrency: quota.Concurrent limits calls in flight"
 	}

@@ -23,6 +23,8 @@ func TestAxisNames(t *testing.T) {
 		{quota.RequestsPerDay, "requests_per_day", quota.DailyWindow},
 		{quota.TokensPerDay, "tokens_per_day", quota.DailyWindow},
 		{quota.Concurrency, "concurrency", quota.Leases},
+		{quota.SpendPerDay, "spend_per_day", quota.DailyWindow},
+		{quota.SpendPerMonth, "spend_per_month", quota.MonthlyWindow},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			require.True(t, c.axis.Valid())
@@ -34,13 +36,13 @@ func TestAxisNames(t *testing.T) {
 		})
 	}
 	require.Equal(t, []quota.Axis{quota.Requests, quota.Tokens, quota.InputTokens, quota.OutputTokens,
-		quota.RequestsPerDay, quota.TokensPerDay, quota.Concurrency}, quota.Axes())
-	for _, bad := range []quota.Axis{0, 8, 255} {
+		quota.RequestsPerDay, quota.TokensPerDay, quota.Concurrency, quota.SpendPerDay, quota.SpendPerMonth}, quota.Axes())
+	for _, bad := range []quota.Axis{0, 10, 255} {
 		require.False(t, bad.Valid(), "%d", bad)
 		require.Zero(t, bad.Kind())
 	}
 	require.Equal(t, "axis(0)", quota.Axis(0).String())
-	require.Equal(t, "axis(9)", quota.Axis(9).String())
+	require.Equal(t, "axis(10)", quota.Axis(10).String())
 
 	_, err := quota.ParseAxis("rpm")
 	require.ErrorIs(t, err, quota.ErrInvalid)

@@ -66,13 +66,19 @@ func badKeyRune(r rune) bool {
 }
 
 // Cost is what one call is charged, per resource. Daily axes are charged from
-// Requests and Tokens; the Concurrency axis takes one lease per ticket.
-// All fields are non-negative.
+// Requests and Tokens, money budgets (SpendPerDay, SpendPerMonth) from Spend;
+// the Concurrency axis takes one lease per ticket. All fields are
+// non-negative.
 type Cost struct {
 	Requests     int64
 	Tokens       int64
 	InputTokens  int64
 	OutputTokens int64
+	// Spend is the call's price in Money's millionths (Price.Estimate of
+	// the estimate when reserving, Price.Spend of the usage when
+	// settling). A budget with a money limit refuses a cost with tokens
+	// and no Spend: it would be charged nothing.
+	Spend int64
 }
 
 // On returns the part of c charged against axis (0 for Concurrency).
@@ -86,6 +92,8 @@ func (c Cost) On(axis Axis) int64 {
 		return c.InputTokens
 	case OutputTokens:
 		return c.OutputTokens
+	case SpendPerDay, SpendPerMonth:
+		return c.Spend
 	}
 	return 0
 }
@@ -95,7 +103,7 @@ func (c Cost) Validate() error {
 	for _, f := range [...]struct {
 		name string
 		v    int64
-	}{{"cost.requests", c.Requests}, {"cost.tokens", c.Tokens}, {"cost.input_tokens", c.InputTokens}, {"cost.output_tokens", c.OutputTokens}} {
+	}{{"cost.requests", c.Requests}, {"cost.tokens", c.Tokens}, {"cost.input_tokens", c.InputTokens}, {"cost.output_tokens", c.OutputTokens}, {"cost.spend", c.Spend}} {
 		if f.v < 0 {
 			return invalid(f.name, strconv.FormatInt(f.v, 10), "is negative", "charge zero or more")
 		}
@@ -115,6 +123,12 @@ func (c Cost) String() string {
 			b.WriteByte('=')
 			b.WriteString(strconv.FormatInt(v, 10))
 		}
+	}
+	if c.Spend != 0 {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString("spend=" + Money(c.Spend).String())
 	}
 	if b.Len() == 0 {
 		return "free"

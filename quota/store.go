@@ -278,6 +278,10 @@ const (
 	// Unavailable: the store could not be reached and its failure policy
 	// refused the call.
 	Unavailable
+	// BudgetSpent: a money budget (SpendPerDay, SpendPerMonth) has no room
+	// for the call's price until its reset (Axis names it,
+	// Decision.Budget the budget).
+	BudgetSpent
 )
 
 // String returns the reason's name as used in metrics.
@@ -295,6 +299,8 @@ func (r Reason) String() string {
 		return "paused"
 	case Unavailable:
 		return "unavailable"
+	case BudgetSpent:
+		return "budget_spent"
 	}
 	return "reason(" + strconv.Itoa(int(r)) + ")"
 }
@@ -310,6 +316,9 @@ type Decision struct {
 	Axis   Axis
 	// PauseReason is the reason given to Pause, when Reason is Paused.
 	PauseReason PauseReason
+	// Budget is, for DailyLimit and BudgetSpent, the budget whose window
+	// is spent: the call's tenant's own, or its account's.
+	Budget Key
 	// Lease is set when the key has a Concurrency limit and the call was
 	// granted: the lease expires at LeaseExpiry unless renewed or settled
 	// first.
@@ -411,7 +420,8 @@ type AxisLevel struct {
 	// while queued reservations are outstanding), a window's remainder, or
 	// free concurrency slots.
 	Available float64
-	// ResetAt is when a daily window resets; zero for other kinds.
+	// ResetAt is when a daily or monthly window resets; zero for other
+	// kinds.
 	ResetAt time.Time
 }
 

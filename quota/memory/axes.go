@@ -109,28 +109,27 @@ func (b *bucket) waitFor(now time.Time, need float64) time.Duration {
 	return time.Duration(ns)
 }
 
-// window is one daily axis: used units in the calendar day [start, end) of
-// zone, reset when the day changes.
+// window is one daily or monthly axis: used units in the calendar day (or
+// month) [start, end) of its limit's zone, reset when it ends.
 type window struct {
 	axis       quota.Axis
-	zone       *time.Location
+	limit      quota.Limit
 	capacity   int64 // effective capacity
 	used       int64
 	start, end time.Time
 }
 
-// roll moves the window to the day of now, forgetting what was used.
+// roll moves the window to the day (or month) of now, forgetting what was
+// used.
 func (w *window) roll(now time.Time) {
 	if !now.Before(w.start) && now.Before(w.end) {
 		return
 	}
-	y, m, d := now.In(w.zone).Date()
-	w.start = time.Date(y, m, d, 0, 0, 0, 0, w.zone)
-	w.end = time.Date(y, m, d+1, 0, 0, 0, 0, w.zone)
+	w.start, w.end = w.limit.Window(now)
 	w.used = 0
 }
 
-// holds reports whether t falls in the window's day.
+// holds reports whether t falls in the window.
 func (w *window) holds(t time.Time) bool { return !t.Before(w.start) && t.Before(w.end) }
 
 // add changes used by n (n < 0 refunds), never below zero.

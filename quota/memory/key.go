@@ -49,8 +49,8 @@ func newKeyState(k quota.Key, p quota.Policy) *keyState {
 		switch a.Kind() {
 		case quota.Bucket:
 			ks.buckets = append(ks.buckets, newBucket(l, capacity))
-		case quota.DailyWindow:
-			ks.windows = append(ks.windows, window{axis: a, zone: l.Zone(), capacity: capacity})
+		case quota.DailyWindow, quota.MonthlyWindow:
+			ks.windows = append(ks.windows, window{axis: a, limit: l, capacity: capacity})
 		case quota.Leases:
 			ks.concurrency = capacity
 		}
@@ -262,7 +262,7 @@ func (ks *keyState) observe(now time.Time, obs []quota.Observation) {
 					b.lower(now, o.Remaining)
 				}
 			}
-		case quota.DailyWindow:
+		case quota.DailyWindow, quota.MonthlyWindow:
 			for i := range ks.windows {
 				w := &ks.windows[i]
 				if w.axis != o.Axis {
@@ -292,7 +292,7 @@ func (ks *keyState) snapshot(now time.Time) quota.Snapshot {
 					s.Axes = append(s.Axes, quota.AxisLevel{Axis: a, Capacity: b.capacity, Burst: b.burst, Available: b.level(now)})
 				}
 			}
-		case quota.DailyWindow:
+		case quota.DailyWindow, quota.MonthlyWindow:
 			for i := range ks.windows {
 				if w := &ks.windows[i]; w.axis == a {
 					w.roll(now)

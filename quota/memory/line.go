@@ -37,10 +37,10 @@ import (
 // account's is a line of that tenant's tickets alone, in the same order.
 
 // parts is a cost in the order its parts are charged (quota.Cost.On).
-type parts [4]int64
+type parts [5]int64
 
 func partsOf(c quota.Cost) parts {
-	return parts{c.Requests, c.Tokens, c.InputTokens, c.OutputTokens}
+	return parts{c.Requests, c.Tokens, c.InputTokens, c.OutputTokens, c.Spend}
 }
 
 // part is the index in parts of the cost axis charges (-1: none).
@@ -54,6 +54,8 @@ func part(axis quota.Axis) int {
 		return 2
 	case quota.OutputTokens:
 		return 3
+	case quota.SpendPerDay, quota.SpendPerMonth:
+		return 4
 	}
 	return -1
 }
@@ -243,6 +245,7 @@ func (tr *tree) tenants(tenant string, all bool) []quota.TenantLine {
 		l.Cost.Tokens += t.charged.Tokens
 		l.Cost.InputTokens += t.charged.InputTokens
 		l.Cost.OutputTokens += t.charged.OutputTokens
+		l.Cost.Spend += t.charged.Spend
 	}
 	return out
 }

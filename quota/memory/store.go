@@ -94,6 +94,9 @@ func (s *Store) Reserve(_ context.Context, r quota.Reservation) (quota.Decision,
 	if err != nil {
 		return quota.Decision{}, err
 	}
+	if err := sc.validateSpend(r.Cost); err != nil {
+		return quota.Decision{}, err
+	}
 	tr := sc.root.tree
 	now := tr.lock(s.clock)
 	defer tr.mu.Unlock()
@@ -113,6 +116,9 @@ func (s *Store) Settle(_ context.Context, st quota.Settlement) error {
 	}
 	sc, err := s.lookup(st.Key)
 	if err != nil {
+		return err
+	}
+	if err := sc.validateSpend(st.Actual); err != nil {
 		return err
 	}
 	tr := sc.root.tree

@@ -33,6 +33,15 @@ type scope struct {
 	tenant string // the call's Key.Tenant
 }
 
+// validateSpend refuses a cost with no price on a money budget (see
+// storekit.ValidateSpend).
+func (sc scope) validateSpend(c quota.Cost) error {
+	if sc.own != nil {
+		return storekit.ValidateSpend(c, sc.own.policy, sc.root.policy)
+	}
+	return storekit.ValidateSpend(c, sc.root.policy)
+}
+
 // levels returns the scope's budgets, own first; own may be nil.
 func (sc scope) levels() [2]*keyState { return [2]*keyState{sc.own, sc.root} }
 
@@ -139,16 +148,17 @@ func (tr *tree) fresh(now time.Time, sc scope, r quota.Reservation, weight float
 	// budgets, each naming its first spent window.
 	var refusal time.Duration
 	var spent quota.Axis
+	var budget quota.Key
 	for _, ks := range sc.levels() {
 		if ks == nil {
 			continue
 		}
 		if w, axis, ok := ks.spentWindow(now, cost, r.Priority); ok && (spent == 0 || w > refusal) {
-			refusal, spent = w, axis
+			refusal, spent, budget = w, axis, ks.key
 		}
 	}
 	if spent != 0 {
-		return quota.Decision{Outcome: quota.Refused, Wait: refusal, Reason: quota.DailyLimit, Axis: spent}
+		return spentDecision(refusal, spent, budget)
 	}
 	tag := tr.tag(sc.tenant, cost, weight)
 	wait, axis := tr.wait(now, sc, tr.sums(tag, tr.line.seq+1, sc.tenant), cost, r.Priority)
@@ -335,7 +345,7 @@ func (tr *tree) today(now time.Time, sc scope, slot int32, priority quota.Priori
 		if wait, axis, spent := ks.lateSpent(now, t.charged, t.chargedAt, priority); spent {
 			tr.correct(now, t, quota.Cost{})
 			tr.forget(slot)
-			return quota.Decision{Outcome: quota.Refused, Wait: wait, Reason: quota.DailyLimit, Axis: axis}, false
+			return spentDecision(wait, axis, ks.key), false
 		}
 	}
 	for _, ks := range sc.levels() {
@@ -500,4 +510,15 @@ func (tr *tree) dropExpiredLeases(ks *keyState, now time.Time) {
 			tr.forget(ks.leases[i])
 		}
 	}
+}
+
+// spentDecision refuses a call whose window on axis of budget is spent
+// until it resets, in wait: a money budget is BudgetSpent, a daily limit
+// DailyLimit.
+func spentDecision(wait time.Duration, axis quota.Axis, budget quota.Key) quota.Decision {
+	reason := quota.DailyLimit
+	if axis.Spend() {
+		reason = quota.BudgetSpent
+	}
+	return quota.Decision{Outcome: quota.Refused, Wait: wait, Reason: reason, Axis: axis, Budget: budget}
 }

@@ -231,6 +231,9 @@ func requireDecision(t *testing.T, want, got quota.Decision, ticket string) {
 	require.Equal(t, want.Reason, got.Reason, "%s: reason of %+v", ticket, got)
 	require.Equal(t, want.Axis, got.Axis, "%s: axis of %+v", ticket, got)
 	require.Equal(t, want.PauseReason, got.PauseReason, "%s: pause reason of %+v", ticket, got)
+	if want.Budget != (quota.Key{}) {
+		require.Equal(t, want.Budget, got.Budget, "%s: spent budget of %+v", ticket, got)
+	}
 	requireDuration(t, want.Wait, got.Wait, "%s: wait", ticket)
 	require.Equal(t, want.Lease, got.Lease, "%s: lease of %+v", ticket, got)
 	requireTime(t, want.LeaseExpiry, got.LeaseExpiry, "%s: lease expiry", ticket)

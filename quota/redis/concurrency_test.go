@@ -61,7 +61,7 @@ func TestReplicasNeverOverdraw(t *testing.T) {
 	require.NoError(t, err)
 
 	var (
-		granted  [quota.Concurrency + 1]atomic.Int64 // by axis: units granted
+		granted  [quota.SpendPerMonth + 1]atomic.Int64 // by axis: units granted
 		inFlight atomic.Int64
 		peak     atomic.Int64
 		calls    atomic.Int64

@@ -113,7 +113,7 @@ func TestReplicasNeverOverdrawAcrossLoss(t *testing.T) {
 		mu       sync.Mutex
 		inFlight int
 		peak     int
-		granted  [quota.Concurrency + 1]int64
+		granted  [quota.SpendPerMonth + 1]int64
 		wg       sync.WaitGroup
 		errs     = make(chan error, replicas*workers+1)
 	)

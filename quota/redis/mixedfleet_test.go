@@ -161,7 +161,7 @@ type ledger struct {
 	mu       sync.Mutex
 	inFlight map[string]int
 	peak     map[string]int
-	used     map[string]*[quota.Concurrency + 1]int64
+	used     map[string]*[quota.SpendPerMonth + 1]int64
 	// outcomes counts replies by release and outcome ("old granted");
 	// crossed counts tickets queued by one release and granted by the
 	// other ("old→new").
@@ -179,10 +179,10 @@ type ledger struct {
 }
 
 func newLedger() *ledger {
-	l := &ledger{inFlight: map[string]int{}, peak: map[string]int{}, used: map[string]*[quota.Concurrency + 1]int64{},
+	l := &ledger{inFlight: map[string]int{}, peak: map[string]int{}, used: map[string]*[quota.SpendPerMonth + 1]int64{},
 		outcomes: map[string]int{}, crossed: map[string]int{}, seenAt: map[string]int{}}
 	for b := range mixBudgets {
-		l.used[b] = new([quota.Concurrency + 1]int64)
+		l.used[b] = new([quota.SpendPerMonth + 1]int64)
 	}
 	return l
 }

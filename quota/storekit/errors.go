@@ -53,3 +53,22 @@ func WrongTenantError(key quota.Key, ticket, held string) *quota.InvalidError {
 func invalid(field, value, problem, fix string) *quota.InvalidError {
 	return &quota.InvalidError{Field: field, Value: value, Problem: problem, Fix: fix}
 }
+
+// ValidateSpend reports a *quota.InvalidError when a budget of policies
+// (the call's own and its account's) limits money but c has tokens and no
+// Spend: the caller did not price the call, and the budget would charge it
+// nothing.
+func ValidateSpend(c quota.Cost, policies ...quota.Policy) error {
+	if c.Spend > 0 || c.Tokens == 0 && c.InputTokens == 0 && c.OutputTokens == 0 {
+		return nil
+	}
+	for _, p := range policies {
+		for _, l := range p.Limits {
+			if l.Axis.Spend() {
+				return invalid("cost.spend", "0", "is zero on a budget limited by "+l.Axis.String(),
+					"price the call: give the interceptor a price table (interceptor.Options.Prices, the policies file's prices) that names its model")
+			}
+		}
+	}
+	return nil
+}
