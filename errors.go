@@ -30,6 +30,11 @@ const (
 	// DailyQuotaExhausted: a per-day quota is spent. Not retryable; the key
 	// is paused until the daily reset.
 	DailyQuotaExhausted = "tollgate.DailyQuotaExhausted"
+	// BudgetExhausted: a money budget (quota.SpendPerDay, SpendPerMonth)
+	// has no room for the call's price until its period resets. Not
+	// retryable; details are a BudgetDetails naming the budget and its
+	// reset.
+	BudgetExhausted = "tollgate.BudgetExhausted"
 	// Transient: a connection failure, timeout or 5xx. Retryable with full
 	// jitter backoff within its own budget.
 	Transient = "tollgate.Transient"
@@ -83,6 +88,17 @@ type EscalationDetails struct {
 	// Wait is the wait the store or provider asked for, when Reason is
 	// "deadline".
 	Wait time.Duration `json:"wait,omitempty"`
+}
+
+// BudgetDetails is the detail of a BudgetExhausted error.
+type BudgetDetails struct {
+	// Budget is the spent budget's key ("provider/account/model" and
+	// "/tenant" for a tenant's own).
+	Budget string `json:"budget"`
+	// Axis is "spend_per_day" or "spend_per_month".
+	Axis string `json:"axis"`
+	// ResetAt is when the budget's period starts again.
+	ResetAt time.Time `json:"reset_at"`
 }
 
 // Escalation reports whether err is, or has in its chain, a

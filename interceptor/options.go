@@ -84,6 +84,20 @@ type Options struct {
 	// Default: none.
 	Pools quota.Pools
 
+	// Prices is the price table money budgets charge by (quota.SpendPerDay,
+	// quota.SpendPerMonth): a call whose provider and model it prices is
+	// charged Price.Estimate of its estimate on Reserve and settled at
+	// Price.Spend of its usage (quota.Billed, with its cached tokens). A
+	// call it does not price is charged no money, which a budget with a
+	// money limit refuses (tollgate.InvalidRequest naming cost.spend).
+	// Default: none (quota.ShippedPrices is the worker's default).
+	Prices quota.Prices
+	// FallbackWhenSpent names the budgets (accounts' or tenants' keys, as
+	// quota.Decision.Budget names them) whose calls, once that budget's
+	// money is spent, move to their target's fallback chain (Fallbacks)
+	// instead of failing with tollgate.BudgetExhausted. Default: none.
+	FallbackWhenSpent []quota.Key
+
 	// RateLimitWait is the wait after a rate limit or overload whose answer
 	// gave no hint (no Retry-After, retry-after-ms or Gemini retryDelay).
 	// Default 5 s.
