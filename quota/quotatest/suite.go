@@ -88,6 +88,10 @@ func Run(t *testing.T, newStore Factory) {
 		{"pool_concurrent", testPoolConcurrent},
 		{"shared_limit", testSharedLimit},
 		{"shared_limit_concurrent", testSharedLimitConcurrent},
+		{"spend_budget", testSpendBudget},
+		{"spend_concurrent", testSpendConcurrent},
+		{"spend_reset", testSpendReset},
+		{"spend_nested", testSpendNested},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, s) })
 	}

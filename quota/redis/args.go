@@ -7,6 +7,7 @@ import (
 
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/internal/tune"
+	"github.com/tollgate/tollgate/quota/storekit"
 )
 
 // Kinds as the script numbers them.
@@ -16,9 +17,10 @@ const (
 	kindLeases = "3"
 )
 
-// dailySpan is how many midnights are passed per daily axis: from two days
-// before the caller's clock to three days after, so the script finds the
-// window containing Redis TIME even if the caller's clock is a day off.
+// dailySpan is how many window starts are passed per daily (or monthly)
+// axis: from two days (months) before the caller's clock to three after, so
+// the script finds the window containing Redis TIME even if the caller's
+// clock is a day off.
 const dailySpan = 6
 
 // keyState is what a Store precomputes for one policy key: its Redis keys and
@@ -49,9 +51,9 @@ type keyState struct {
 	// static is the arguments from max wait to the last budget's limits
 	// (see lua/common.lua).
 	static []any
-	// zones are the time zones of the daily limits, in the order the
-	// script reads their midnights.
-	zones []*time.Location
+	// zones are the daily and monthly limits, in the order the script
+	// reads their windows' starts.
+	zones []quota.Limit
 	// limited lists key's own axes in quota.Axes() order.
 	limited []quota.Axis
 	daily   atomic.Pointer[dailyArgs]
@@ -159,9 +161,9 @@ func (ks *keyState) budget(p quota.Policy) (dailies int) {
 		ks.limited = append(ks.limited, a)
 		kind, period, burst := kindBucket, micros(l.Period), fmtFloat(float64(l.BurstTime())/float64(l.Period))
 		switch a.Kind() {
-		case quota.DailyWindow:
+		case quota.DailyWindow, quota.MonthlyWindow:
 			kind, period, burst = kindDaily, "0", "0"
-			ks.zones = append(ks.zones, l.Zone())
+			ks.zones = append(ks.zones, l)
 			dailies++
 		case quota.Leases:
 			kind, period, burst = kindLeases, "0", "0"
@@ -170,6 +172,15 @@ func (ks *keyState) budget(p quota.Policy) (dailies int) {
 	}
 	ks.static[count] = strconv.Itoa(n)
 	return dailies
+}
+
+// validateSpend refuses a cost with no price on a money budget (see
+// storekit.ValidateSpend).
+func (ks *keyState) validateSpend(c quota.Cost) error {
+	if ks.nested {
+		return storekit.ValidateSpend(c, ks.policy, ks.rootPolicy)
+	}
+	return storekit.ValidateSpend(c, ks.policy)
 }
 
 // prompt is the prompt size the script calibrates: 0 when the policy's
@@ -251,8 +262,8 @@ func observations(policy quota.Policy, args []any, obs []quota.Observation) ([]a
 	return args, m
 }
 
-// dailyArgs returns the midnights around local for every daily limit, from
-// the cache while local stays within the same day in every zone.
+// dailyArgs returns the window starts around local for every daily (and
+// monthly) limit, from the cache while local stays within the same windows.
 func (ks *keyState) dailyArgs(local time.Time) []any {
 	if len(ks.zones) == 0 {
 		return nil
@@ -263,14 +274,19 @@ func (ks *keyState) dailyArgs(local time.Time) []any {
 	}
 	d := &dailyArgs{from: us, to: us, args: make([]any, 0, dailySpan*len(ks.zones))}
 	first := true
-	for _, loc := range ks.zones {
-		lt := local.In(loc)
-		y, m, day := lt.Date()
+	for _, l := range ks.zones {
+		loc := l.Zone()
+		y, m, day := local.In(loc).Date()
+		monthly := l.Axis.Kind() == quota.MonthlyWindow
 		for i := -2; i < dailySpan-2; i++ {
-			d.args = append(d.args, strconv.FormatInt(time.Date(y, m, day+i, 0, 0, 0, 0, loc).UnixMicro(), 10))
+			at := time.Date(y, m, day+i, 0, 0, 0, 0, loc)
+			if monthly {
+				at = time.Date(y, m+time.Month(i), 1, 0, 0, 0, 0, loc)
+			}
+			d.args = append(d.args, strconv.FormatInt(at.UnixMicro(), 10))
 		}
-		from := time.Date(y, m, day, 0, 0, 0, 0, loc).UnixMicro()
-		to := time.Date(y, m, day+1, 0, 0, 0, 0, loc).UnixMicro()
+		start, end := l.Window(local)
+		from, to := start.UnixMicro(), end.UnixMicro()
 		if first || from > d.from {
 			d.from = from
 		}

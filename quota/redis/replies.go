@@ -26,7 +26,17 @@ type reserveReply struct {
 	grantExpiry float64 // µs, when granted
 	epochs      []any   // per budget: its new epoch, or 0 when the caller knew it
 	windows     []string
+	spent       spentIn // whose window refused the call
 }
+
+// spentIn says which budget's window a refusal found spent.
+type spentIn uint8
+
+const (
+	spentNone spentIn = iota
+	spentRoot         // reason 2: the root's
+	spentOwn          // reason 5: the tenant's own
+)
 
 // oversizeReply is reserve.lua's reply for a cost that can never fit.
 type oversizeReply struct {
@@ -131,7 +141,7 @@ func (r *reader) done() error {
 
 func (r *reader) cost(field string) quota.Cost {
 	return quota.Cost{Requests: r.int(field + " requests"), Tokens: r.int(field + " tokens"),
-		InputTokens: r.int(field + " input tokens"), OutputTokens: r.int(field + " output tokens")}
+		InputTokens: r.int(field + " input tokens"), OutputTokens: r.int(field + " output tokens"), Spend: r.int(field + " spend")}
 }
 
 // decodeReserve reads a decision for budgets budgets with windows daily
@@ -141,7 +151,14 @@ func decodeReserve(op string, res []any, budgets, windows int) (reserveReply, er
 	var d reserveReply
 	d.outcome = quota.Outcome(r.int("outcome"))
 	d.wait = r.float("wait")
-	d.reason = quota.Reason(r.int("reason"))
+	switch reason := r.int("reason"); reason {
+	case 2:
+		d.spent = spentRoot
+	case 5:
+		d.spent = spentOwn
+	default:
+		d.reason = quota.Reason(reason)
+	}
 	d.axis = quota.Axis(r.int("axis"))
 	d.pauseReason = quota.PauseReason(r.string("pause reason"))
 	d.leaseExpiry, d.leased = r.optional("lease expiry")

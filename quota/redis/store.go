@@ -120,6 +120,9 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 	if err != nil {
 		return quota.Decision{}, err
 	}
+	if err := ks.validateSpend(r.Cost); err != nil {
+		return quota.Decision{}, err
+	}
 	nowArg, local := s.now()
 	var low, place any = "0", "0" // constants box without allocating
 	if r.Priority == quota.Low {
@@ -128,8 +131,8 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 	if r.Place {
 		place = "1"
 	}
-	args := append(ks.args(nowArg, r.Key.Tenant, s.weight(r.Key), local, 11), r.Ticket, low,
-		r.Cost.Requests, r.Cost.Tokens, r.Cost.InputTokens, r.Cost.OutputTokens,
+	args := append(ks.args(nowArg, r.Key.Tenant, s.weight(r.Key), local, 12), r.Ticket, low,
+		r.Cost.Requests, r.Cost.Tokens, r.Cost.InputTokens, r.Cost.OutputTokens, r.Cost.Spend,
 		ks.prompt(r.Prompt), ks.calib[0], ks.calib[1], ks.calib[2],
 		ks.ttl(r.LeaseTTL), place)
 	res, err := reserveScript.Run(ctx, s.rdb, ks.keys(r.Ticket), args...).Slice()
@@ -171,6 +174,15 @@ func (s *Store) decision(ks *keyState, res []any, local time.Time, r quota.Reser
 		Charged:     rep.charged,
 		Lease:       rep.leased,
 	}
+	if rep.spent != spentNone {
+		d.Reason, d.Budget = quota.DailyLimit, ks.root
+		if rep.spent == spentOwn {
+			d.Budget = ks.key
+		}
+		if d.Axis.Spend() {
+			d.Reason = quota.BudgetSpent
+		}
+	}
 	if rep.leased {
 		d.LeaseExpiry = at(rep.leaseExpiry)
 	}
@@ -194,6 +206,9 @@ func (s *Store) Settle(ctx context.Context, st quota.Settlement) error {
 	if err != nil {
 		return err
 	}
+	if err := ks.validateSpend(st.Actual); err != nil {
+		return err
+	}
 	nowArg, local := s.now()
 	a := st.Actual
 	var counted any = "0"
@@ -202,10 +217,10 @@ func (s *Store) Settle(ctx context.Context, st quota.Settlement) error {
 	}
 	c := st.Charged
 	proofs := s.granted.proofs(ks, st.Ticket)
-	args := append(ks.args(nowArg, st.Key.Tenant, "1", local, 17+3*len(st.Observed)),
-		a.Requests, a.Tokens, a.InputTokens, a.OutputTokens, st.Ticket, proofs[0], proofs[1],
+	args := append(ks.args(nowArg, st.Key.Tenant, "1", local, 19+3*len(st.Observed)),
+		a.Requests, a.Tokens, a.InputTokens, a.OutputTokens, a.Spend, st.Ticket, proofs[0], proofs[1],
 		ks.prompt(st.Prompt), counted, ks.calib[0], ks.calib[1], ks.calib[2],
-		c.Requests, c.Tokens, c.InputTokens, c.OutputTokens)
+		c.Requests, c.Tokens, c.InputTokens, c.OutputTokens, c.Spend)
 	args, _ = observations(ks.rootPolicy, args, st.Observed)
 	res, err := settleScript.Run(ctx, s.rdb, ks.keys(st.Ticket), args...).Result()
 	if err != nil {

@@ -24,7 +24,7 @@ local c = t.cost
 -- A grant given up before its call started gives its start back.
 if t.s == 'g' then gate(c, 0, -1, tonumber(t.m)) end
 for _, b in ipairs(budgets) do
-  adjust(b, {-c[1], -c[2], -c[3], -c[4]}, t.at)
+  adjust(b, {-c[1], -c[2], -c[3], -c[4], -c[5]}, t.at)
   if b.conc then redis.call('ZREM', b.L, ticketID) end
   redis.call('ZREM', b.Q, m)
 end

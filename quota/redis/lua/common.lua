@@ -68,6 +68,7 @@ local function num(x)
   return fmt(x)
 end
 
+
 local now = arg()
 if now == '' then
   local tm = redis.call('TIME')
@@ -80,7 +81,22 @@ local tenant, weight, maxWait, nBudgets = args(4)
 tenant, weight, maxWait = '.' .. tenant, tonumber(weight), tonumber(maxWait)
 
 -- costOn maps an axis id to the index of the cost part it charges.
-local costOn = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 1, ['6'] = 2}
+local costOn = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 1, ['6'] = 2, ['8'] = 5, ['9'] = 5}
+
+-- A cost is written as its parts, the last "out" or, for a priced call,
+-- "out$spend" (output tokens, then Money): a call with no price keeps the
+-- form earlier releases read. outSpend reads that part as two numbers,
+-- lastPart writes it.
+local function outSpend(s)
+  local o, m = string.match(s or '', '^([^$]+)%$(.+)$')
+  if o then return tonumber(o), tonumber(m) end
+  return tonumber(s), 0
+end
+
+local function lastPart(out, spend)
+  if spend and spend ~= 0 then return fmt(out) .. '$' .. fmt(spend) end
+  return fmt(out)
+end
 
 -- A budget: its keys, st its state hash as read, prio its priority reserve,
 -- adopts, leaseTTL its policy's lease TTL µs, n its number of axes, axes,
@@ -203,7 +219,7 @@ local function stamp(a)
   return nowS
 end
 
--- adjust charges delta[1..4] (negative: refunds) against every axis of
+-- adjust charges delta[1..5] (negative: refunds) against every axis of
 -- budget b and keeps its st current for what follows; a bucket's level is
 -- a.lv when the caller has just read it. Given at, the time a ticket was
 -- charged at, a daily window is left alone unless at falls in its current

@@ -4,7 +4,7 @@
 -- A queued ticket is a member of each queue zset of its budgets, scored by
 -- its expiry, and, while it waits for capacity, of the root's line N,
 -- scored by its fair-share tag: "#q c1 c2 c3 c4 w n id", its place in the
--- order of arrival in line (or "-"), its charge (4 parts), the time it was
+-- order of arrival in line (or "-"), its charge (see outSpend), the time it was
 -- charged at, its tenant ("." and the name) and its id, so that one that
 -- lapses unclaimed is refunded without reading its record.
 
@@ -13,13 +13,13 @@ local function member(t, id)
   return '#' .. t.q .. ' ' .. t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' .. t.c4 .. ' ' .. t.w .. ' ' .. t.n .. ' ' .. id
 end
 
--- parseMember reads member m: its place (nil for "-"), its charge (4
+-- parseMember reads member m: its place (nil for "-"), its charge (5
 -- parts), the time it was charged at and its tenant; nil for a member of a
 -- form this script cannot read.
 local function parseMember(m)
   local q, c1, c2, c3, c4, w, n = string.match(m, '^#(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) ')
-  local c = {tonumber(c1), tonumber(c2), tonumber(c3), tonumber(c4)}
-  if not (c[1] and c[2] and c[3] and c[4] and tonumber(w)) then return nil end
+  local c = {tonumber(c1), tonumber(c2), tonumber(c3), outSpend(c4)}
+  if not (c[1] and c[2] and c[3] and c[4] and c[5] and tonumber(w)) then return nil end
   return {q = tonumber(q), c = c, w = tonumber(w), n = n}
 end
 
@@ -29,26 +29,28 @@ local function unreadable()
   root.st['xu'] = fmt(redis.call('HINCRBY', S, 'xu', 1))
 end
 
--- parts reads "count c1 c2 c3 c4" (nil: none) into a table of numbers.
+-- parts reads "count c1 c2 c3 c4" (c4 with its spend, see outSpend; nil:
+-- none) into a table of numbers: the count, then the cost's 5 parts.
 local function parts(raw)
   local c, c1, c2, c3, c4 = string.match(raw or '', '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
-  if not c then return {0, 0, 0, 0, 0} end
-  return {tonumber(c), tonumber(c1), tonumber(c2), tonumber(c3), tonumber(c4)}
+  if not c then return {0, 0, 0, 0, 0, 0} end
+  local o, m = outSpend(c4)
+  return {tonumber(c), tonumber(c1), tonumber(c2), tonumber(c3), o, m}
 end
 
 -- inLine returns the cost in the root's line per part, all tenants'.
 local function inLine()
   local st = root.st
   return {tonumber(st['q1'] or '') or 0, tonumber(st['q2'] or '') or 0, tonumber(st['q3'] or '') or 0,
-    tonumber(st['q4'] or '') or 0}
+    tonumber(st['q4'] or '') or 0, tonumber(st['q5'] or '') or 0}
 end
 
 -- count adds sign × the cost of member m, of tenant n, to the line's
--- totals: the root's q1..q4 and the tenant's entry in W.
+-- totals: the root's q1..q5 and the tenant's entry in W.
 local function count(n, c, sign)
   local st = root.st
   local hs = {}
-  for k = 1, 4 do
+  for k = 1, 5 do
     st['q' .. k] = fmt((tonumber(st['q' .. k] or '') or 0) + sign * c[k])
     hs[#hs + 1] = 'q' .. k
     hs[#hs + 1] = st['q' .. k]
@@ -60,7 +62,7 @@ local function count(n, c, sign)
     redis.call('HDEL', W, n)
   else
     redis.call('HSET', W, n, fmt(w[1]) .. ' ' .. fmt(w[2] + sign * c[1]) .. ' ' .. fmt(w[3] + sign * c[2]) .. ' ' ..
-      fmt(w[4] + sign * c[3]) .. ' ' .. fmt(w[5] + sign * c[4]))
+      fmt(w[4] + sign * c[3]) .. ' ' .. lastPart(w[5] + sign * c[4], w[6] + sign * c[5]))
   end
 end
 
@@ -70,9 +72,9 @@ local function unline(m)
   if redis.call('ZREM', N, m) == 0 then return end
   if redis.call('ZCARD', N) == 0 then
     redis.call('DEL', F, W)
-    redis.call('HDEL', S, 'fv', 'fq', 'fb', 'q1', 'q2', 'q3', 'q4')
+    redis.call('HDEL', S, 'fv', 'fq', 'fb', 'q1', 'q2', 'q3', 'q4', 'q5')
     local st = root.st
-    st['fv'], st['fq'], st['fb'], st['q1'], st['q2'], st['q3'], st['q4'] = nil, nil, nil, nil, nil, nil, nil
+    st['fv'], st['fq'], st['fb'], st['q1'], st['q2'], st['q3'], st['q4'], st['q5'] = nil, nil, nil, nil, nil, nil, nil, nil
     return
   end
   local p = parseMember(m)
@@ -87,7 +89,7 @@ local function sweep(b)
   for _, m in ipairs(due) do
     local p = parseMember(m)
     if p then
-      adjust(b, {-p.c[1], -p.c[2], -p.c[3], -p.c[4]}, p.w)
+      adjust(b, {-p.c[1], -p.c[2], -p.c[3], -p.c[4], -p.c[5]}, p.w)
     else
       unreadable()
     end
@@ -113,6 +115,7 @@ local function sums(tag, seq)
     local w = parts(redis.call('HGET', W, tenant))
     otot = {w[2], w[3], w[4], w[5]}
   end
+  -- Only the bucket parts (1..4) are summed: the line waits on buckets.
   local n = redis.call('ZCARD', N)
   if n == 0 then return tot, {0, 0, 0, 0}, otot, {0, 0, 0, 0} end
   local tagS = fmt(tag)
@@ -135,7 +138,7 @@ local function sums(tag, seq)
     if q then
       local score = tonumber(side[j + 1])
       if (score < tag or (score == tag and q < seq)) == front then
-        c1, c2, c3, c4 = tonumber(c1), tonumber(c2), tonumber(c3), tonumber(c4)
+        c1, c2, c3, c4 = tonumber(c1), tonumber(c2), tonumber(c3), (outSpend(c4))
         if c1 and c2 and c3 and c4 then
           sum[1], sum[2], sum[3], sum[4] = sum[1] + c1, sum[2] + c2, sum[3] + c3, sum[4] + c4
           if own and tn == tenant then

@@ -1,7 +1,7 @@
 -- reserve.lua: quota.Store.Reserve.
 --
 -- ARGV after common.lua's: the ticket, low (1/0), the cost (requests,
--- tokens, input, output tokens), the prompt (0: charge the cost as
+-- tokens, input, output tokens, spend), the prompt (0: charge the cost as
 -- passed), the calibration's min and max ratio and half-life µs, the
 -- grant's TTL µs (within the policy's lease TTL) and place (1/0:
 -- quota.Reservation.Place).
@@ -16,12 +16,12 @@
 
 local ticketID, low = args(2)
 low = low == '1'
-local cost = numbers(4)
+local cost = numbers(5)
 local prompt, minR, maxR, half, grantTTL, place = args(6)
 prompt, grantTTL, place = tonumber(prompt), tonumber(grantTTL), place == '1'
 minR, maxR, half = tonumber(minR), tonumber(maxR), tonumber(half)
 local queueTTL = leaseTTL
-local c1, c4 = fmt(cost[1]), fmt(cost[4])
+local c1, c4 = fmt(cost[1]), lastPart(cost[4], cost[5])
 
 checkEpochs()
 sweepAll()
@@ -127,7 +127,7 @@ if p then return reply(3, p.pu - now, 4, 0, p.pr) end
 
 -- A spent window refuses until it resets: the latest reset among the
 -- budgets, each naming its first spent window.
-local refusal, spent = 0, nil
+local refusal, spent, spentOwn = 0, nil, false
 for _, b in ipairs(budgets) do
   if b.daily then
     for k = 1, b.n do
@@ -136,14 +136,14 @@ for _, b in ipairs(budgets) do
         local limit = a.cap
         if low then limit = a.cap - a.cap * b.prio end
         if used(a) + cost[a.ci] > limit then
-          if not spent or a.we - now > refusal then refusal, spent = a.we - now, a.id end
+          if not spent or a.we - now > refusal then refusal, spent, spentOwn = a.we - now, a.id, b == own end
           break
         end
       end
     end
   end
 end
-if spent then return reply(3, refusal, 2, spent) end
+if spent then return reply(3, refusal, spentOwn and 5 or 2, spent) end
 
 -- The call's tag: its cost's dominant share of the root's buckets over
 -- its tenant's weight, past the line's virtual time and its tenant's

@@ -1,10 +1,10 @@
 -- settle.lua: quota.Store.Settle.
 --
 -- ARGV after common.lua's: the actual cost (requests, tokens, input,
--- output tokens), the ticket, the epochs the caller was granted it in (the
+-- output tokens, spend), the ticket, the epochs the caller was granted it in (the
 -- root's, then the tenant's budget's; '' when it was not, see regrant),
 -- the prompt, counted (1/0), the calibration's min and max ratio and
--- half-life µs, the cost the caller was told the ticket holds charged (4
+-- half-life µs, the cost the caller was told the ticket holds charged (5
 -- parts), then observations (see observe in common.lua), applied to the
 -- root: a provider reports on the account.
 --
@@ -18,7 +18,7 @@
 -- Reply: 1, or 0 if the ticket is not held as granted; {-1, tenant} for a
 -- ticket reserved under another tenant, changing nothing.
 
-local actual = numbers(4)
+local actual = numbers(5)
 local ticketID = arg()
 local proofs = {args(2)}
 local prompt, counted = args(2)
@@ -26,7 +26,7 @@ prompt, counted = tonumber(prompt), counted == '1'
 -- The calibration's bounds and the cost told are read as strings and
 -- parsed only on the paths that use them: parsing is most of the work.
 local minR, maxR, half = args(3)
-local told = {args(4)}
+local told = {args(5)}
 
 checkEpochs()
 sweepAll()
@@ -36,7 +36,7 @@ if other then return wrongTenant(other) end
 local held = 0
 if t and t.s == 'g' then
   local delta = {}
-  for j = 1, 4 do delta[j] = actual[j] - t.cost[j] end
+  for j = 1, 5 do delta[j] = actual[j] - t.cost[j] end
   for _, b in ipairs(budgets) do
     adjust(b, delta, t.at)
     if b.conc then redis.call('ZREM', b.L, ticketID) end
@@ -47,7 +47,7 @@ if t and t.s == 'g' then
   held = 1
 elseif not t then
   local over, any = {}, false
-  for j = 1, 4 do
+  for j = 1, 5 do
     over[j] = actual[j] - tonumber(told[j])
     if over[j] > 0 then any = true else over[j] = 0 end
   end

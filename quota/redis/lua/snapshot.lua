@@ -13,7 +13,7 @@
 -- members the root dropped as unreadable; then per limit of the target:
 -- axis, capacity, available, reset µs or '', its burst (buckets; else 0);
 -- then per tenant with tickets in line (the call's tenant alone for a
--- nested tenant's budget), by name: its name, its tickets, their cost (4
+-- nested tenant's budget), by name: its name, its tickets, their cost (5
 -- parts)}: O(tenants in line + lapsed tickets).
 
 local minR, maxR, half = tonumber(arg()), tonumber(arg()), tonumber(arg())
@@ -26,12 +26,12 @@ if b.paused then out[2], out[3] = fmt(b.pu), b.pr or '' end
 
 -- What the lapsed queued tickets give back, per part and per daily axis,
 -- and take out of the line, per tenant.
-local back, lapsed = {0, 0, 0, 0}, {}
+local back, lapsed = {0, 0, 0, 0, 0}, {}
 local backDaily = {}
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', b.Q, '-inf', nowS)) do
   local p = parseMember(m)
   if p then
-    for k = 1, 4 do back[k] = back[k] + p.c[k] end
+    for k = 1, 5 do back[k] = back[k] + p.c[k] end
     for k = 1, b.n do
       local a = b.axes[k]
       if a.kind == DAILY and p.w >= a.ws and p.w < a.we then
@@ -39,9 +39,9 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', b.Q, '-inf', nowS)) do
       end
     end
     if p.q and redis.call('ZSCORE', N, m) then
-      local l = lapsed[p.n] or {0, 0, 0, 0, 0}
+      local l = lapsed[p.n] or {0, 0, 0, 0, 0, 0}
       l[1] = l[1] + 1
-      for k = 1, 4 do l[k + 1] = l[k + 1] + p.c[k] end
+      for k = 1, 5 do l[k + 1] = l[k + 1] + p.c[k] end
       lapsed[p.n] = l
     end
   end
@@ -88,10 +88,10 @@ else
 end
 table.sort(names)
 for _, n in ipairs(names) do
-  local g, l = by[n], lapsed[n] or {0, 0, 0, 0, 0}
+  local g, l = by[n], lapsed[n] or {0, 0, 0, 0, 0, 0}
   if g[1] - l[1] > 0 then
     out[#out + 1] = string.sub(n, 2)
-    for k = 1, 5 do out[#out + 1] = fmt(g[k] - l[k]) end
+    for k = 1, 6 do out[#out + 1] = fmt(g[k] - l[k]) end
   end
 end
 return out

@@ -4,7 +4,8 @@
 -- would need two to write): "s m x a c1 c2 c3 c4 w n g q", with s q(ueued)
 -- or g(ranted), m maturity µs (the one first told; once granted, the time
 -- its call starts, see lease), x expiry µs, a the axis of the wait,
--- c1..c4 the charged cost (requests, tokens, input, output tokens), w the
+-- c1..c4 the charged cost (requests, tokens, input, output tokens, the
+-- last with its spend: see outSpend), w the
 -- time it was charged at in µs, which names the day of every daily window
 -- charged (Settle and Cancel correct a window only while that day lasts),
 -- n "." followed by the tenant it was reserved under (the tickets of an
@@ -19,7 +20,7 @@
 --
 -- Its fields are the record's strings, which saveTicket writes back as
 -- they are, and, parsed once (parsing is most of a script's own work),
--- cost, the charge as numbers (c1..c4), and at, the time it was charged
+-- cost, the charge as numbers (5 parts), and at, the time it was charged
 -- at (w): neither changes but through today, which keeps w and at in step.
 local function ticket()
   local raw = redis.call('GET', T)
@@ -28,8 +29,8 @@ local function ticket()
   t.s, t.m, t.x, t.a, t.c1, t.c2, t.c3, t.c4, t.w, t.n, t.g, t.q =
     string.match(raw, '^([qg]) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
   local x, at = tonumber(t.x), tonumber(t.w)
-  local c = {tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), tonumber(t.c4)}
-  if not (t.s and tonumber(t.m) and x and at and c[1] and c[2] and c[3] and c[4]) then
+  local c = {tonumber(t.c1), tonumber(t.c2), tonumber(t.c3), outSpend(t.c4)}
+  if not (t.s and tonumber(t.m) and x and at and c[1] and c[2] and c[3] and c[4] and c[5]) then
     redis.call('DEL', T)
     unreadable()
     return nil
@@ -63,19 +64,23 @@ end
 
 -- reply: {outcome, wait µs (for a grant, the µs until its start), reason,
 -- axis, pause reason, lease expiry µs or
--- '', now µs, then the cost ticket t holds charged (4 parts, 0 without
+-- '', now µs, then the cost ticket t holds charged (5 parts, 0 without
 -- t), then the grant's expiry µs or ''}, the times as num gives them;
 -- outcome 1 granted, 2 queued, 3 refused; reason as quota.Reason (1
--- capacity, 2 daily limit, 3 concurrency full, 4 paused). Then each
+-- capacity, 2 a window of the root spent, 3 concurrency full, 4 paused),
+-- or 5, a window of the tenant's own budget spent. Then each
 -- budget's epoch, root first, 0 when the caller passed it (an integer costs
 -- the caller less to read than an empty string), and for each daily limit
 -- of each budget its window as "start used", '' before its first charge:
 -- what a caller passes back.
 local function reply(outcome, wait, reason, axis, preason, lease, t, expiry)
-  local r = {outcome, num(wait), reason, tonumber(axis) or 0, preason or '', lease and num(lease) or '', num(now), 0, 0, 0, 0,
+  local r = {outcome, num(wait), reason, tonumber(axis) or 0, preason or '', lease and num(lease) or '', num(now), 0, 0, 0, 0, 0,
     expiry and num(expiry) or '', root.ep ~= root.known and root.ep or 0}
-  if t then r[8], r[9], r[10], r[11] = t.cost[1], t.cost[2], t.cost[3], t.cost[4] end
-  if own then r[14] = own.ep ~= own.known and own.ep or 0 end
+  if t then
+    local c = t.cost
+    r[8], r[9], r[10], r[11], r[12] = num(c[1]), num(c[2]), num(c[3]), num(c[4]), num(c[5])
+  end
+  if own then r[15] = own.ep ~= own.known and own.ep or 0 end
   for _, b in ipairs({root, own}) do
     if b.daily then
       for k = 1, b.n do
@@ -176,11 +181,11 @@ local function lease(t, ticketID, fresh, grantTTL, queueTTL, low)
       local c = t.cost
       local m = member(t, ticketID)
       for _, b in ipairs(budgets) do
-        adjust(b, {-c[1], -c[2], -c[3], -c[4]}, t.at)
+        adjust(b, {-c[1], -c[2], -c[3], -c[4], -c[5]}, t.at)
         redis.call('ZREM', b.Q, m)
       end
       redis.call('DEL', T)
-      return reply(3, spent.we - now, 2, spent.id)
+      return reply(3, spent.we - now, own and spent.st == own.st and 5 or 2, spent.id)
     end
   end
   -- A new grant takes its start from the gates (its m the start, from
