@@ -33,8 +33,8 @@
 // 30 s), never times of their own: the script adds them to Redis TIME.
 //
 // A budget's state hash holds, per axis id a: l<a>/t<a> a bucket's level
-// and the time it was computed at, w<a>/d<a> a daily window's start and the
-// units used in it, r<a> after a loss the window ("start used") the views
+// and the time it was computed at, w<a>/d<a> a daily (or monthly) window's start and
+// the units used in it, r<a> after a loss the window ("start used") the views
 // of the Stores that recovered it came to, c<a> an adopted effective capacity and o<a> the
 // configured one it was adopted under (an adopted capacity counts only
 // while the policy adopts and is configured so), g<a>/h<a> a bucket's start
@@ -44,9 +44,15 @@
 // epoch, ef set while nobody can tell whether it replaced a lost one, pe the
 // epoch a recovery replaced, rv/lp when the placeholders of the last
 // recovery lapse and how many are left, fv/fq/fb the line's virtual time,
-// arrival counter and tag bound, q1..q4 the cost in line per part, v the
+// arrival counter and tag bound, q1..q5 the cost in line per part, v the
 // format version (formatVersion) and xu the records and members dropped as
 // unreadable.
+//
+// A cost is written as its parts (requests, tokens, input and output
+// tokens), the last followed by "$" and the call's spend (quota.Money) when
+// it has a price: a fleet that meters no money writes what earlier releases
+// read, and an earlier release drops (and counts as unreadable) the record
+// of a priced call.
 //
 // Each budget's state hash (an account's, a tenant's) carries an epoch, a
 // marker written when the hash is created, and each Store remembers the
