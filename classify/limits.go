@@ -47,7 +47,8 @@ func Limits(header http.Header, now time.Time) []quota.Observation {
 	if len(header) == 0 {
 		return nil
 	}
-	var found [int(quota.Concurrency) + 1]*quota.Observation
+	axes := quota.Axes()
+	found := make([]*quota.Observation, int(axes[len(axes)-1])+1)
 	for _, ha := range headerAxes {
 		if found[ha.axis] != nil {
 			continue
@@ -67,7 +68,7 @@ func Limits(header http.Header, now time.Time) []quota.Observation {
 		found[ha.axis] = &o
 	}
 	var obs []quota.Observation
-	for _, a := range quota.Axes() {
+	for _, a := range axes {
 		if o := found[a]; o != nil {
 			obs = append(obs, *o)
 		}
