@@ -2,7 +2,9 @@ package worker
 
 import (
 	"errors"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -329,4 +331,27 @@ func TestParsePoliciesRejectsEachBadMoneyField(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The README's money budgets example is a valid policies file, and means
+// what the README says of it.
+func TestREADMEMoneyBudgetsExampleParses(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "\n### Money budgets\n")
+	require.True(t, ok, "the README has a Money budgets section")
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	require.True(t, ok, "the section has a policies file")
+	block, _, ok = strings.Cut(block, "```")
+	require.True(t, ok)
+	b, err := ParsePolicies([]byte(block))
+	require.NoError(t, err)
+	acme := quota.Key{Provider: "openai", Account: "prod", Model: "gpt-4o", Tenant: "acme"}
+	require.Equal(t, []quota.Key{acme}, b.FallbackWhenSpent)
+	_, p, _ := b.Policies.Lookup(acme)
+	l, ok := p.Limit(quota.SpendPerMonth)
+	require.True(t, ok)
+	require.Equal(t, int64(quota.Dollars(1500)), l.Capacity)
+	_, ok = b.Prices.Lookup("openai", "ft:gpt-4o-mini-2024-07-18:acme::abc123")
+	require.True(t, ok, "the fine-tune pattern prices its models")
 }
