@@ -121,21 +121,21 @@ func parsePrices(entries map[string]priceEntry) (quota.Prices, error) {
 		m[name] = p
 	}
 	if _, err := quota.NewPrices(m); err != nil {
-		return quota.Prices{}, invalidErr("", err)
+		return quota.Prices{}, priceErr(err)
 	}
 	ps, err := shipped.With(m)
 	if err != nil {
-		return quota.Prices{}, invalidErr("", err)
+		return quota.Prices{}, priceErr(err)
 	}
 	return ps, nil
 }
 
-// invalidErr turns a *quota.InvalidError into a *PolicyError on prefix
-// followed by its field.
-func invalidErr(prefix string, err error) error {
+// priceErr turns quota.NewPrices's *quota.InvalidError, whose field is
+// already the entry's path ("prices.openai/gpt-4o"), into a *PolicyError.
+func priceErr(err error) error {
 	var inv *quota.InvalidError
 	if errors.As(err, &inv) {
-		return &PolicyError{Field: prefix + inv.Field, Value: inv.Value, Problem: inv.Problem, Fix: inv.Fix, Err: err}
+		return &PolicyError{Field: inv.Field, Value: inv.Value, Problem: inv.Problem, Fix: inv.Fix, Err: err}
 	}
 	return err
 }
