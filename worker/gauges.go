@@ -46,10 +46,30 @@ const (
 	// resource the account's policy limits (requests, tokens, input_tokens,
 	// output_tokens): tollgate_line_cost{key,tenant,axis}.
 	MetricLineCost = "tollgate.line.cost"
+	// MetricSpendLimit is each money budget's limit for its period (after
+	// headroom), in the price table's currency (Money/1e6):
+	// tollgate_spend_limit{key,period} in Prometheus, period "day" or
+	// "month", key the policy's key (an account's, or a tenant's own).
+	MetricSpendLimit = "tollgate.spend.limit"
+	// MetricSpendRemaining is what each money budget has left of its
+	// period, in the same currency units: tollgate_spend_remaining{key,period}.
+	MetricSpendRemaining = "tollgate.spend.remaining"
+	// MetricSpendReset is the time until each money budget's period starts
+	// again, in seconds: tollgate_spend_reset_seconds{key,period}.
+	MetricSpendReset = "tollgate.spend.reset"
 )
 
-// registerGauges reports every policy key's levels, and each account's line
-// per tenant, through meter. A key whose snapshot fails (Redis down) is
+// spendPeriod is the period label of a money budget's axis.
+func spendPeriod(a quota.Axis) string {
+	if a == quota.SpendPerMonth {
+		return "month"
+	}
+	return "day"
+}
+
+// registerGauges reports every policy key's levels (its money budgets on
+// the spend gauges, its other axes on the bucket gauges), and each
+// account's line per tenant, through meter. A key whose snapshot fails (Redis down) is
 // skipped for that collection.
 func registerGauges(meter metric.Meter, store quota.Store, b Budgets) error {
 	keys := b.Policies.Keys()
@@ -94,6 +114,21 @@ func registerGauges(meter metric.Meter, store quota.Store, b Budgets) error {
 	if err != nil {
 		return err
 	}
+	spendLimit, err := meter.Float64ObservableGauge(MetricSpendLimit,
+		metric.WithDescription("Each money budget's limit for its period (after headroom), in the price table's currency."))
+	if err != nil {
+		return err
+	}
+	spendLeft, err := meter.Float64ObservableGauge(MetricSpendRemaining,
+		metric.WithDescription("What each money budget has left of its period, in the price table's currency."))
+	if err != nil {
+		return err
+	}
+	spendReset, err := meter.Float64ObservableGauge(MetricSpendReset, metric.WithUnit("s"),
+		metric.WithDescription("Time until each money budget's period (day or month, in its zone) starts again."))
+	if err != nil {
+		return err
+	}
 	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -104,6 +139,13 @@ func registerGauges(meter metric.Meter, store quota.Store, b Budgets) error {
 			}
 			key := attribute.String("key", k.String())
 			for _, l := range snap.Axes {
+				if l.Axis.Spend() { // money, not units: the spend gauges
+					attrs := metric.WithAttributes(key, attribute.String("period", spendPeriod(l.Axis)))
+					o.ObserveFloat64(spendLimit, float64(l.Capacity)/1e6, attrs)
+					o.ObserveFloat64(spendLeft, l.Available/1e6, attrs)
+					o.ObserveFloat64(spendReset, max(l.ResetAt.Sub(snap.At), 0).Seconds(), attrs)
+					continue
+				}
 				attrs := metric.WithAttributes(key, attribute.String("axis", l.Axis.String()))
 				o.ObserveFloat64(avail, l.Available, attrs)
 				o.ObserveInt64(capacity, l.Capacity, attrs)
@@ -127,7 +169,7 @@ func registerGauges(meter metric.Meter, store quota.Store, b Budgets) error {
 			}
 		}
 		return nil
-	}, avail, capacity, paused, ratio, burst, margin, queued, lineCost)
+	}, avail, capacity, paused, ratio, burst, margin, queued, lineCost, spendLimit, spendLeft, spendReset)
 	return err
 }
 

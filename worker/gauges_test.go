@@ -3,11 +3,16 @@ package worker
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -134,6 +139,115 @@ func gaugePoints(t *testing.T, rm metricdata.ResourceMetrics, name string, attrs
 					}
 					id += v.AsString()
 				}
+				_, dup := out[id]
+				require.False(t, dup, "%s reports %q once per collection", name, id)
+				out[id] = dp.Value
+			}
+		}
+	}
+	return out
+}
+
+// spendBudgets: an account of 20.00 a day in Los Angeles with a tenant of
+// 5.00 a month of its own, both at 10% headroom.
+const spendBudgets = `policies:
+  - provider: openai
+    model: gpt-4o
+    limits: {requests_per_minute: 600, spend_per_day: 20, zone: America/Los_Angeles}
+    headroom: 0.1
+  - provider: openai
+    model: gpt-4o
+    tenant: acme
+    limits: {spend_per_month: "5.00", zone: America/Los_Angeles}
+    headroom: 0.1
+`
+
+// The spend gauges report each money budget in currency units, per key
+// and period, with the time to its reset; the bucket gauges keep to the
+// axes counted in units.
+func TestSpendGaugesReportEachMoneyBudget(t *testing.T) {
+	b, err := ParsePolicies([]byte(spendBudgets))
+	require.NoError(t, err)
+	la, err := time.LoadLocation("America/Los_Angeles")
+	require.NoError(t, err)
+	now := time.Date(2026, 12, 31, 18, 0, 0, 0, la) // 6 h before both periods end
+	store, err := memory.New(b.Policies, memory.Options{Clock: quotatest.NewClock(now)})
+	require.NoError(t, err)
+	ctx := context.Background()
+	account := quota.Key{Provider: "openai", Model: "gpt-4o"}
+	acme := account
+	acme.Tenant = "acme"
+	for i, k := range []quota.Key{account, acme, acme} {
+		d, err := store.Reserve(ctx, quota.Reservation{Key: k, Ticket: fmt.Sprintf("call-%d", i),
+			Cost: quota.Cost{Requests: 1, Tokens: 1000, Spend: int64(quota.Dollars(1.25))}})
+		require.NoError(t, err)
+		require.Equal(t, quota.Granted, d.Outcome, "call %d", i)
+	}
+
+	reader := sdkmetric.NewManualReader()
+	meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
+	require.NoError(t, registerGauges(meter, store, b))
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+
+	require.Equal(t, map[string]float64{
+		"openai/default/gpt-4o day":        18,  // 20 less 10%
+		"openai/default/gpt-4o/acme month": 4.5, // 5 less 10%
+	}, floatGaugePoints(t, rm, MetricSpendLimit, "key", "period"))
+	left := floatGaugePoints(t, rm, MetricSpendRemaining, "key", "period")
+	require.InDelta(t, 18-3*1.25, left["openai/default/gpt-4o day"], 1e-9, "the account is charged its tenants' calls too")
+	require.InDelta(t, 4.5-2*1.25, left["openai/default/gpt-4o/acme month"], 1e-9)
+	require.Len(t, left, 2)
+	require.Equal(t, map[string]float64{
+		"openai/default/gpt-4o day":        (6 * time.Hour).Seconds(),
+		"openai/default/gpt-4o/acme month": (6 * time.Hour).Seconds(),
+	}, floatGaugePoints(t, rm, MetricSpendReset, "key", "period"))
+	require.Equal(t, map[string]int64{"openai/default/gpt-4o requests": 600 - 60},
+		gaugePoints(t, rm, MetricBucketCapacity, "key", "axis"), "money is not reported as units on the bucket gauges")
+}
+
+// The spend gauges carry the names the README documents on /metrics.
+func TestSpendGaugesPrometheusNames(t *testing.T) {
+	b, err := ParsePolicies([]byte(spendBudgets))
+	require.NoError(t, err)
+	store, err := memory.New(b.Policies, memory.Options{})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	require.NoError(t, err)
+	require.NoError(t, registerGauges(sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)).Meter("tollgate"), store, b))
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	metrics := rec.Body.String()
+	for _, series := range []string{
+		`tollgate_spend_limit\{key="openai/default/gpt-4o",[^}]*period="day"[^}]*\} 18$`,
+		`tollgate_spend_limit\{key="openai/default/gpt-4o/acme",[^}]*period="month"[^}]*\} 4\.5$`,
+		`tollgate_spend_remaining\{key="openai/default/gpt-4o",[^}]*period="day"[^}]*\} 18$`,
+		`tollgate_spend_reset_seconds\{key="openai/default/gpt-4o/acme",[^}]*period="month"[^}]*\} \d`,
+	} {
+		require.Regexp(t, `(?m)^`+series, metrics)
+	}
+}
+
+// floatGaugePoints is gaugePoints for a float64 gauge.
+func floatGaugePoints(t *testing.T, rm metricdata.ResourceMetrics, name string, attrs ...string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			g, ok := m.Data.(metricdata.Gauge[float64])
+			require.True(t, ok, "%s is a %T", name, m.Data)
+			for _, dp := range g.DataPoints {
+				var ids []string
+				for _, a := range attrs {
+					v, ok := dp.Attributes.Value(attribute.Key(a))
+					require.True(t, ok, "%s has attribute %s", name, a)
+					ids = append(ids, v.AsString())
+				}
+				id := strings.Join(ids, " ")
 				_, dup := out[id]
 				require.False(t, dup, "%s reports %q once per collection", name, id)
 				out[id] = dp.Value

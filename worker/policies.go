@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,16 @@ type Budgets struct {
 	// Accounts are the pool members' accounts, each reached with a key
 	// and endpoint of its own.
 	Accounts []Account
+	// Prices is the price table money budgets charge by
+	// (interceptor.Options.Prices): quota.ShippedPrices with the file's
+	// prices merged over it. The zero Prices means quota.ShippedPrices
+	// (Start fills it in).
+	Prices quota.Prices
+	// FallbackWhenSpent are the keys of the entries with spend_fallback
+	// (interceptor.Options.FallbackWhenSpent): once one of these budgets'
+	// money is spent, its calls move to their fallbacks instead of failing
+	// with tollgate.BudgetExhausted.
+	FallbackWhenSpent []quota.Key
 }
 
 // Tenants returns the tenants the budgets name, sorted and each once: those
@@ -72,9 +83,12 @@ func (b Budgets) Tenants() []string {
 //	      output_tokens_per_minute: 0
 //	      requests_per_day: 10000
 //	      tokens_per_day: 0
-//	      zone: America/Los_Angeles   # midnight of this zone resets the daily limits; default UTC
+//	      spend_per_day: 0            # money, in the price table's currency (12.50 or "12.50")
+//	      spend_per_month: 0          # money per calendar month
+//	      zone: America/Los_Angeles   # midnight of this zone resets the daily limits and starts each month; default UTC
 //	      concurrency: 20
 //	      burst: 1s                 # how much of each per-minute limit may start at once; default 1s, 1m for all of it
+//	    spend_fallback: false     # true: calls of a spent money budget move to fallbacks instead of failing
 //	    headroom: 0.1             # fraction kept unused
 //	    priority_reserve: 0.2     # fraction low-priority calls may not use
 //	    max_wait: 5m              # longest place in line; default 5m
@@ -86,9 +100,12 @@ func (b Budgets) Tenants() []string {
 //	      max_ratio: 4
 //	      half_life: 1h           # an unrefreshed ratio comes halfway back to 1 in this long
 //	    fallbacks: [anthropic/claude-3-5-haiku-latest]
+//	prices:                       # merged over quota.ShippedPrices, per million tokens (see priceEntry)
+//	  openai/gpt-4o: {input: 2.50, cached_input: 1.25, output: 10}
 type policiesFile struct {
-	Policies []policyEntry `yaml:"policies"`
-	Pools    []poolEntry   `yaml:"pools"`
+	Policies []policyEntry         `yaml:"policies"`
+	Pools    []poolEntry           `yaml:"pools"`
+	Prices   map[string]priceEntry `yaml:"prices"`
 }
 
 type policyEntry struct {
@@ -107,6 +124,7 @@ type policyEntry struct {
 	Calibration         calibrationEntry   `yaml:"calibration"`
 	Fallbacks           []string           `yaml:"fallbacks"`
 	Models              []string           `yaml:"models"`
+	SpendFallback       bool               `yaml:"spend_fallback"`
 }
 
 type calibrationEntry struct {
@@ -123,6 +141,8 @@ type limitsEntry struct {
 	OutputTokensPerMinute int64    `yaml:"output_tokens_per_minute"`
 	RequestsPerDay        int64    `yaml:"requests_per_day"`
 	TokensPerDay          int64    `yaml:"tokens_per_day"`
+	SpendPerDay           money    `yaml:"spend_per_day"`
+	SpendPerMonth         money    `yaml:"spend_per_month"`
 	Zone                  string   `yaml:"zone"`
 	Concurrency           int64    `yaml:"concurrency"`
 	Burst                 duration `yaml:"burst"`
@@ -244,7 +264,29 @@ func ParsePolicies(data []byte) (Budgets, error) {
 			}
 		}
 	}
-	return Budgets{Policies: ps, Fallbacks: fallbacks, Pools: pools, Accounts: accounts}, nil
+	prices, err := parsePrices(f.Prices)
+	if err != nil {
+		return Budgets{}, err
+	}
+	for i, e := range f.Policies {
+		key := quota.Key{Provider: e.Provider, Account: e.Account, Model: e.Model, Tenant: e.Tenant}
+		if err := checkPriced(fmt.Sprintf("policies[%d]", i), key, e, ps.Shared(key.WithoutTenant()), prices); err != nil {
+			return Budgets{}, err
+		}
+	}
+	for i, pe := range f.Pools {
+		for j, me := range pe.Members {
+			key := quota.Key{Provider: pe.Provider, Account: me.Account, Model: cmp.Or(me.Model, pe.Model)}
+			if err := checkPriced(fmt.Sprintf("pools[%d].members[%d]", i, j), key, me.policyEntry, ps.Shared(key), prices); err != nil {
+				return Budgets{}, err
+			}
+		}
+	}
+	spendFallback, err := spendFallbacks(f.Policies, fallbacks)
+	if err != nil {
+		return Budgets{}, err
+	}
+	return Budgets{Policies: ps, Fallbacks: fallbacks, Pools: pools, Accounts: accounts, Prices: prices, FallbackWhenSpent: spendFallback}, nil
 }
 
 // weighedOnce reports a *PolicyError for a tenant_weights entry naming a
@@ -313,6 +355,22 @@ func (e policyEntry) policy(field string) (quota.Policy, error) {
 		}
 		if a.v > 0 {
 			p.Limits = append(p.Limits, a.lim(a.v))
+		}
+	}
+	for _, a := range []struct {
+		name string
+		v    money
+		lim  func(quota.Money, *time.Location) quota.Limit
+	}{
+		{"spend_per_day", l.SpendPerDay, quota.DailySpend},
+		{"spend_per_month", l.SpendPerMonth, quota.MonthlySpend},
+	} {
+		m, err := a.v.get(field + ".limits." + a.name)
+		if err != nil {
+			return p, err
+		}
+		if m > 0 {
+			p.Limits = append(p.Limits, a.lim(m, zone))
 		}
 	}
 	burst, err := l.Burst.get(field + ".limits.burst")

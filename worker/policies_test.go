@@ -2,7 +2,9 @@ package worker
 
 import (
 	"errors"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,4 +183,175 @@ func TestParsePoliciesReadsTenantWeights(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, 3.0, p.Weight)
 	require.Equal(t, []string{"acme", "beta", "delta", "gamma"}, b.Tenants())
+}
+
+// moneyFile budgets an account by the day in Los Angeles and a tenant in
+// it by the month in Berlin, falling back when the tenant's is spent, and
+// overrides one shipped price and adds another.
+const moneyFile = `policies:
+  - provider: openai
+    account: team-a
+    model: gpt-4o
+    limits: {requests_per_minute: 500, spend_per_day: 12.50, zone: America/Los_Angeles}
+    fallbacks: [openai/gpt-4o-mini]
+  - provider: openai
+    account: team-a
+    model: gpt-4o
+    tenant: acme
+    limits: {spend_per_month: "50", zone: Europe/Berlin}
+    spend_fallback: true
+  - provider: openai
+    model: gpt-4o-mini
+    limits: {requests_per_minute: 10, spend_per_day: 0}
+  - provider: openai
+    model: ft-support
+    models: [ft-support-v2]
+    limits: {spend_per_month: "$0.000125"}
+prices:
+  openai/gpt-4o: {input: 2, cached_input: "1.0", output: 8}
+  openai/ft-support*: {input: 3.000001, output: 12}
+`
+
+// Money budgets are read to the millionth, in their zone, with the file's
+// prices over the shipped table and the entries that fall back when spent.
+func TestParsePoliciesReadsMoneyBudgets(t *testing.T) {
+	b, err := ParsePolicies([]byte(moneyFile))
+	require.NoError(t, err)
+	account := quota.Key{Provider: "openai", Account: "team-a", Model: "gpt-4o"}
+	_, p, ok := b.Policies.Lookup(account)
+	require.True(t, ok)
+	l, ok := p.Limit(quota.SpendPerDay)
+	require.True(t, ok)
+	require.Equal(t, int64(12_500_000), l.Capacity)
+	require.Equal(t, "America/Los_Angeles", l.Zone().String())
+	_, noMonth := p.Limit(quota.SpendPerMonth)
+	require.False(t, noMonth)
+
+	tenant := account
+	tenant.Tenant = "acme"
+	_, p, ok = b.Policies.Lookup(tenant)
+	require.True(t, ok)
+	l, ok = p.Limit(quota.SpendPerMonth)
+	require.True(t, ok)
+	require.Equal(t, int64(50_000_000), l.Capacity)
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+	start, end := l.Window(time.Date(2026, 12, 31, 23, 30, 0, 0, time.UTC)) // already January in Berlin
+	require.Equal(t, time.Date(2027, 1, 1, 0, 0, 0, 0, berlin).Unix(), start.Unix())
+	require.Equal(t, time.Date(2027, 2, 1, 0, 0, 0, 0, berlin).Unix(), end.Unix())
+
+	_, p, _ = b.Policies.Lookup(quota.Key{Provider: "openai", Model: "gpt-4o-mini"})
+	require.Len(t, p.Limits, 1, "a spend of 0 sets no budget, as on every axis")
+	_, p, _ = b.Policies.Lookup(quota.Key{Provider: "openai", Model: "ft-support"})
+	l, _ = p.Limit(quota.SpendPerMonth)
+	require.Equal(t, int64(125), l.Capacity, "a millionth is exact")
+
+	require.Equal(t, []quota.Key{tenant}, b.FallbackWhenSpent)
+
+	price, ok := b.Prices.Lookup("openai", "gpt-4o")
+	require.True(t, ok)
+	require.Equal(t, quota.Price{Input: 2_000_000, CachedInput: 1_000_000, Output: 8_000_000}, price, "the file's entry replaces the shipped one whole")
+	price, ok = b.Prices.Lookup("openai", "ft-support-v2")
+	require.True(t, ok)
+	require.Equal(t, quota.Price{Input: 3_000_001, Output: 12_000_000}, price)
+	shipped := quota.ShippedPrices()
+	want, _ := shipped.Lookup("anthropic", "claude-sonnet-4-20250514")
+	got, ok := b.Prices.Lookup("anthropic", "claude-sonnet-4-20250514")
+	require.True(t, ok)
+	require.Equal(t, want, got, "the shipped prices stay under the file's")
+	require.Equal(t, shipped.Len()+1, b.Prices.Len())
+}
+
+// A file without prices charges by the shipped table.
+func TestParsePoliciesPricesByTheShippedTableByDefault(t *testing.T) {
+	b, err := ParsePolicies([]byte("policies:\n  - {provider: openai, model: gpt-4o, limits: {spend_per_day: 5}}\n"))
+	require.NoError(t, err)
+	require.Equal(t, quota.ShippedPrices().Len(), b.Prices.Len())
+	got, ok := b.Prices.Lookup("openai", "gpt-4o")
+	require.True(t, ok)
+	want, _ := quota.ShippedPrices().Lookup("openai", "gpt-4o")
+	require.Equal(t, want, got)
+	require.Empty(t, b.FallbackWhenSpent)
+}
+
+// Each wrong money field gives its own error, by its path, with the fix.
+func TestParsePoliciesRejectsEachBadMoneyField(t *testing.T) {
+	entry := func(limits string, more ...string) string {
+		s := "  - provider: openai\n    model: gpt-4o\n    limits: {" + limits + "}\n"
+		for _, m := range more {
+			s += "    " + m + "\n"
+		}
+		return s
+	}
+	const mini = "  - provider: openai\n    model: gpt-4o-mini\n    limits: {requests_per_minute: 10}\n"
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"amount not a number", "policies:\n" + entry("spend_per_month: lots"), `policies[0].limits.spend_per_month "lots" is not an amount: write a decimal number`},
+		{"amount of seven decimals", "policies:\n" + entry("spend_per_day: 0.0000001"), `policies[0].limits.spend_per_day "0.0000001" is not an amount`},
+		{"amount in exponent form", "policies:\n" + entry("spend_per_day: 1e3"), `policies[0].limits.spend_per_day "1e3" is not an amount`},
+		{"negative amount", "policies:\n" + entry("spend_per_day: -5"), `policies[0].limits.spend_per_day "-5" is negative`},
+		{"amount a list", "policies:\n" + entry("spend_per_month: [5]"), `policies[0].limits.spend_per_month "(a list)" is not an amount`},
+		{"amount too large", "policies:\n" + entry("spend_per_month: 99999999999"), `policies[0].limits.spend_per_month "99999999999" is too large`},
+		{"unknown money field", "policies:\n" + entry("spend_per_week: 5"), "field spend_per_week not found"},
+		{"price not a number", "policies:\n" + mini + "prices:\n  openai/gpt-4o: {input: abc, output: 10}\n", `prices.openai/gpt-4o.input "abc" is not an amount`},
+		{"price negative", "policies:\n" + mini + "prices:\n  openai/gpt-4o: {input: 1, cached_input: -0.5, output: 10}\n", `prices.openai/gpt-4o.cached_input "-0.5" is negative`},
+		{"price without output", "policies:\n" + mini + "prices:\n  openai/gpt-4o: {input: 2.5}\n", `prices.openai/gpt-4o.output "" is missing: give the provider's price per million answer tokens`},
+		{"price without input", "policies:\n" + mini + "prices:\n  openai/gpt-4o: {output: 10}\n", `prices.openai/gpt-4o.input "" is missing`},
+		{"price of nothing", "policies:\n" + mini + "prices:\n  openai/gpt-4o: {input: 0, output: 0}\n", `prices.openai/gpt-4o "0" prices nothing`},
+		{"price naming no provider", "policies:\n" + mini + "prices:\n  gpt-4o: {input: 1, output: 2}\n", `prices.gpt-4o "gpt-4o" does not name a provider and model`},
+		{"price with an unknown field", "policies:\n" + mini + "prices:\n  openai/gpt-4o: {input: 1, output: 2, outptu: 3}\n", "field outptu not found"},
+		{"money limit on an unpriced model", "policies:\n  - {provider: openai, model: gpt-9, limits: {spend_per_month: 50}}\n",
+			`policies[0].limits.spend_per_month "50" limits spend on openai/gpt-9, which the price table does not price: add prices.openai/gpt-9`},
+		{"money limit on an unpriced shared name", "policies:\n" + entry("spend_per_day: 5", "models: [gpt-4o-*, gpt-4o-custom]"),
+			`policies[0].limits.spend_per_day "5" limits spend on openai/gpt-4o-custom, which the price table does not price: add prices.openai/gpt-4o-custom`},
+		{"tenant's money limit on an unpriced shared name", "policies:\n" + entry("requests_per_minute: 10", "models: [gpt-4o-custom]") +
+			"  - {provider: openai, model: gpt-4o, tenant: acme, limits: {spend_per_day: 1}}\n",
+			`policies[1].limits.spend_per_day "1" limits spend on openai/gpt-4o-custom`},
+		{"pool member's money limit on an unpriced deployment", "pools:\n  - provider: openai\n    model: gpt-4o\n    members:\n" +
+			"      - {account: east, model: east-deploy, api_key_env: OPENAI_EAST_API_KEY, limits: {spend_per_day: 20}}\n",
+			`pools[0].members[0].limits.spend_per_day "20" limits spend on openai/east-deploy, which the price table does not price: add prices.openai/east-deploy`},
+		{"spend_fallback without a money limit", "policies:\n" + entry("requests_per_minute: 10", "spend_fallback: true", "fallbacks: [openai/gpt-4o-mini]") + mini,
+			`policies[0].spend_fallback "true" is set on an entry with no money limit`},
+		{"spend_fallback with a budget of 0", "policies:\n" + entry("requests_per_minute: 10, spend_per_day: 0", "spend_fallback: true", "fallbacks: [openai/gpt-4o-mini]") + mini,
+			`policies[0].spend_fallback "true" is set on an entry with no money limit`},
+		{"spend_fallback with nowhere to go", "policies:\n" + entry("spend_per_day: 5", "spend_fallback: true"),
+			`policies[0].spend_fallback "true" has no fallbacks to move the spent budget's calls to: set fallbacks on the account-wide entry of openai/gpt-4o`},
+		{"spend_fallback on a pool member", "pools:\n  - provider: openai\n    model: gpt-4o\n    members:\n" +
+			"      - {account: east, api_key_env: OPENAI_EAST_API_KEY, limits: {spend_per_day: 20}, spend_fallback: true}\n",
+			`pools[0].members[0].spend_fallback "true" is set on a pool member`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParsePolicies([]byte(tc.yaml))
+			require.Error(t, err)
+			require.ErrorContains(t, err, tc.want)
+			var pe *PolicyError
+			if errors.As(err, &pe) {
+				require.NotEmpty(t, pe.Fix, "every error says how to fix it")
+			}
+		})
+	}
+}
+
+// The README's money budgets example is a valid policies file, and means
+// what the README says of it.
+func TestREADMEMoneyBudgetsExampleParses(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "\n### Money budgets\n")
+	require.True(t, ok, "the README has a Money budgets section")
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	require.True(t, ok, "the section has a policies file")
+	block, _, ok = strings.Cut(block, "```")
+	require.True(t, ok)
+	b, err := ParsePolicies([]byte(block))
+	require.NoError(t, err)
+	acme := quota.Key{Provider: "openai", Account: "prod", Model: "gpt-4o", Tenant: "acme"}
+	require.Equal(t, []quota.Key{acme}, b.FallbackWhenSpent)
+	_, p, _ := b.Policies.Lookup(acme)
+	l, ok := p.Limit(quota.SpendPerMonth)
+	require.True(t, ok)
+	require.Equal(t, int64(quota.Dollars(1500)), l.Capacity)
+	_, ok = b.Prices.Lookup("openai", "ft:gpt-4o-mini-2024-07-18:acme::abc123")
+	require.True(t, ok, "the fine-tune pattern prices its models")
 }

@@ -87,6 +87,7 @@ func parsePools(entries []poolEntry, policies map[quota.Key]quota.Policy, fallba
 				{"tenant", me.Tenant, me.Tenant != ""},
 				{"weight", strconv.FormatFloat(me.Weight, 'g', -1, 64), me.Weight != 0},
 				{"fallbacks", strings.Join(me.Fallbacks, ","), len(me.Fallbacks) > 0},
+				{"spend_fallback", "true", me.SpendFallback},
 			} {
 				if f.set {
 					return nil, nil, nil, &PolicyError{Field: mf + "." + f.name, Value: f.value, Problem: "is set on a pool member",

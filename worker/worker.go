@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
@@ -36,7 +37,8 @@ type Worker struct {
 // Start validates cfg (see Config.Validate), fills in its defaults and
 // starts the worker: telemetry, the Temporal connection, the quota store
 // governed by b (LoadPolicies(cfg.Policies), usually; the zero Budgets
-// governs nothing, and Start warns so), and a Temporal worker on
+// governs nothing, and Start warns so; a zero b.Prices is
+// quota.ShippedPrices), and a Temporal worker on
 // cfg.TaskQueue with Tollgate's interceptor, the LLM activities (for the
 // providers whose keys cfg sets), the agent workflows and what
 // cfg.Register registers. It
@@ -53,7 +55,7 @@ func Start(ctx context.Context, cfg Config, b Budgets, logger *slog.Logger) (w *
 			Fix: "set the API key of at least one provider (cmd/worker runs its simulator when none is set)"}
 	}
 	cfg = cfg.WithDefaults()
-	w = &Worker{cfg: cfg, logger: logger, budgets: b}
+	w = &Worker{cfg: cfg, logger: logger, budgets: b.withDefaults()}
 	defer func() {
 		if err != nil {
 			w.Stop()
@@ -84,15 +86,7 @@ func Start(ctx context.Context, cfg Config, b Budgets, logger *slog.Logger) (w *
 	if err != nil {
 		return w, err
 	}
-	if w.ic, err = interceptor.New(interceptor.Options{
-		Store:          store,
-		Fallbacks:      w.budgets.Fallbacks,
-		Pools:          w.budgets.Pools,
-		WaitInWorkflow: cfg.WaitInWorkflow,
-		Meter:          meter,
-		Tenants:        w.budgets.Tenants(),
-		Logger:         logger,
-	}); err != nil {
+	if w.ic, err = interceptor.New(interceptorOptions(cfg, w.budgets, store, meter, logger)); err != nil {
 		return w, fmt.Errorf("worker: interceptor: %w", err)
 	}
 	w.worker = sdkworker.New(w.client, cfg.TaskQueue, sdkworker.Options{
@@ -110,6 +104,32 @@ func Start(ctx context.Context, cfg Config, b Budgets, logger *slog.Logger) (w *
 	logger.Info("worker started", "task_queue", cfg.TaskQueue, "namespace", cfg.Namespace,
 		"policies", len(w.budgets.Policies.Keys()), "fallbacks", len(w.budgets.Fallbacks), "pools", w.budgets.Pools.Len())
 	return w, nil
+}
+
+// withDefaults returns b with its zero fields' defaults: a zero Prices is
+// quota.ShippedPrices.
+func (b Budgets) withDefaults() Budgets {
+	if b.Prices.Len() == 0 {
+		b.Prices = quota.ShippedPrices()
+	}
+	return b
+}
+
+// interceptorOptions returns the interceptor's options: store, and b's
+// fallback chains, pools, price table, budgets that fall back when spent
+// and named tenants.
+func interceptorOptions(cfg Config, b Budgets, store quota.Store, meter metric.Meter, logger *slog.Logger) interceptor.Options {
+	return interceptor.Options{
+		Store:             store,
+		Fallbacks:         b.Fallbacks,
+		Pools:             b.Pools,
+		Prices:            b.Prices,
+		FallbackWhenSpent: b.FallbackWhenSpent,
+		WaitInWorkflow:    cfg.WaitInWorkflow,
+		Meter:             meter,
+		Tenants:           b.Tenants(),
+		Logger:            logger,
+	}
 }
 
 // Run loads the budgets of cfg.Policies, starts the worker and serves until

@@ -10,11 +10,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.temporal.io/sdk/client"
 
 	"github.com/tollgate/tollgate/activities"
+	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/internal/devserver"
 	"github.com/tollgate/tollgate/internal/syncbuf"
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/memory"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
 	"github.com/tollgate/tollgate/workflows"
 )
@@ -72,4 +76,33 @@ func TestStartSaysWhatIsMissing(t *testing.T) {
 	require.NoError(t, err)
 	w.Stop()
 	require.Contains(t, logs.String(), "calls run ungoverned; set POLICIES")
+}
+
+// The interceptor charges money budgets by the policies file's price table
+// and falls back on the budgets it marks spend_fallback; with no policies
+// file it prices by the shipped table.
+func TestInterceptorOptionsCarryThePricesAndSpendFallbacks(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	meter := noop.NewMeterProvider().Meter("test")
+	b, err := ParsePolicies([]byte(moneyFile))
+	require.NoError(t, err)
+	store, err := memory.New(b.Policies, memory.Options{})
+	require.NoError(t, err)
+	opts := interceptorOptions(Config{}, b.withDefaults(), store, meter, logger)
+	price, ok := opts.Prices.Lookup("openai", "ft-support-v2")
+	require.True(t, ok, "the file's prices")
+	require.Equal(t, quota.Price{Input: 3_000_001, Output: 12_000_000}, price)
+	require.Equal(t, []quota.Key{{Provider: "openai", Account: "team-a", Model: "gpt-4o", Tenant: "acme"}}, opts.FallbackWhenSpent)
+	_, err = interceptor.New(opts)
+	require.NoError(t, err)
+
+	none, err := memory.New(quota.Policies{}, memory.Options{})
+	require.NoError(t, err)
+	opts = interceptorOptions(Config{}, Budgets{}.withDefaults(), none, meter, logger)
+	require.Equal(t, quota.ShippedPrices().Len(), opts.Prices.Len())
+	want, _ := quota.ShippedPrices().Lookup("anthropic", "claude-sonnet-4-5")
+	got, ok := opts.Prices.Lookup("anthropic", "claude-sonnet-4-5")
+	require.True(t, ok, "the shipped prices without a policies file")
+	require.Equal(t, want, got)
+	require.Empty(t, opts.FallbackWhenSpent)
 }

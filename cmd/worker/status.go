@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -64,7 +65,7 @@ func status(ctx context.Context, cfg config, out io.Writer, logger *slog.Logger)
 // writeStatus prints a table of the policy keys' levels from store: per
 // axis, the effective capacity, what is available now, the estimate ratio
 // learned for axes that count prompt tokens, and when a daily window
-// resets; per key, whether and until when it is paused or closed (until a
+// resets (a money budget's in the price table's currency, see writeSpend); per key, whether and until when it is paused or closed (until a
 // spend cap or daily quota resets). When calls wait in a saturated
 // account's line, a second table says what each tenant has in it (see
 // writeLines); when the policies name pools, a last one lists each pool's
@@ -93,6 +94,10 @@ func writeStatus(ctx context.Context, out io.Writer, store quota.Store, ps quota
 			if i == 0 {
 				n = note
 			}
+			if l.Axis.Spend() {
+				writeSpend(tw, k, l, n)
+				continue
+			}
 			if !l.ResetAt.IsZero() {
 				n = joinNote(n, "resets "+l.ResetAt.UTC().Format(time.RFC3339))
 			}
@@ -116,6 +121,20 @@ func writeStatus(ctx context.Context, out io.Writer, store quota.Store, ps quota
 		return err
 	}
 	return writePools(ctx, out, store, pools)
+}
+
+// writeSpend prints a money budget's row: its capacity and what is left
+// in the price table's currency, and when its period starts again, e.g.
+// "spend_per_month  50.00  -  12.40  [##........]  -  12.40 of 50.00 left,
+// resets 2027-01-01T08:00:00Z". note is the key's note, on its first row.
+func writeSpend(w io.Writer, k quota.Key, l quota.AxisLevel, note string) {
+	capacity, left := quota.Money(l.Capacity), quota.Money(math.Round(l.Available))
+	spend := fmt.Sprintf("%s of %s left", left, capacity)
+	if !l.ResetAt.IsZero() {
+		spend += ", resets " + l.ResetAt.UTC().Format(time.RFC3339)
+	}
+	fmt.Fprintf(w, "%s\t%s\t%s\t-\t%s\t%s\t-\t%s\n", k, l.Axis, capacity, left,
+		fill(l.Available, float64(l.Capacity), 10), joinNote(note, spend))
 }
 
 // writePools prints each pool's members in order of preference, with the

@@ -17,6 +17,8 @@ import (
 
 	"github.com/tollgate/tollgate/internal/testnet"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/memory"
+	"github.com/tollgate/tollgate/quota/quotatest"
 	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/testsuite/redistest"
 	"github.com/tollgate/tollgate/worker"
@@ -255,4 +257,53 @@ func TestStatusShowsEachPoolMember(t *testing.T) {
 	require.NoError(t, status(context.Background(), config{Config: worker.Config{RedisURL: srv.URL(), Policies: path}}, &out, quietLogger()))
 	require.Regexp(t, `openai/default/gpt-4o\s+openai/east/gpt-4o\s+10\s+closed until \S+, in 1h0m0s \(spend_cap\)`, out.String())
 	require.Regexp(t, `openai/default/gpt-4o\s+openai/west/gpt-4o\s+10\s+open`, out.String())
+}
+
+// moneyPolicies: an account's daily money budget beside its rate limit, and
+// a tenant's monthly one, both at midnight in Los Angeles.
+const moneyPolicies = `policies:
+  - provider: openai
+    model: gpt-4o
+    limits: {requests_per_minute: 600, spend_per_day: 100, zone: America/Los_Angeles}
+  - provider: openai
+    model: gpt-4o
+    tenant: acme
+    limits: {spend_per_month: 50, zone: America/Los_Angeles}
+`
+
+// status shows a money budget in money, what is left of what, and when
+// its period starts again, not as a count of units.
+func TestStatusShowsMoneyBudgetsAsMoney(t *testing.T) {
+	b, err := worker.ParsePolicies([]byte(moneyPolicies))
+	require.NoError(t, err)
+	la, err := time.LoadLocation("America/Los_Angeles")
+	require.NoError(t, err)
+	store, err := memory.New(b.Policies, memory.Options{Clock: quotatest.NewClock(time.Date(2026, 12, 15, 9, 0, 0, 0, la))})
+	require.NoError(t, err)
+	acme := quota.Key{Provider: "openai", Model: "gpt-4o", Tenant: "acme"}
+	d, err := store.Reserve(context.Background(), quota.Reservation{Key: acme, Ticket: "spent",
+		Cost: quota.Cost{Requests: 1, Tokens: 1000, Spend: int64(quota.Dollars(37.60))}})
+	require.NoError(t, err)
+	require.Equal(t, quota.Granted, d.Outcome)
+
+	var out bytes.Buffer
+	require.NoError(t, writeStatus(context.Background(), &out, store, b.Policies, b.Pools))
+	table := out.String()
+	require.Regexp(t, `(?m)^openai/default/gpt-4o/acme\s+spend_per_month\s+50\.00\s+-\s+12\.40\s+\[##\.+\]\s+-\s+12\.40 of 50\.00 left, resets 2027-01-01T08:00:00Z$`, table)
+	require.Regexp(t, `(?m)^openai/default/gpt-4o\s+spend_per_day\s+100\.00\s+-\s+62\.40\s+\S+\s+-\s+62\.40 of 100\.00 left, resets 2026-12-16T08:00:00Z$`, table,
+		"the account is charged its tenant's call")
+	require.Equal(t, 9.0, available(t, table, "openai/default/gpt-4o", "requests", 600), "the rate axes keep their units: a second of 600 a minute, less the call")
+	require.NotContains(t, table, "37600000", "no money shown in millionths")
+	require.NotContains(t, table, "50000000")
+}
+
+// status with no REDIS_URL reads a policies file's money budgets from a
+// fresh memory store: every budget whole.
+func TestStatusShowsFullMoneyBudgetsWithoutRedis(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(moneyPolicies), 0o600))
+	var out bytes.Buffer
+	require.NoError(t, status(context.Background(), config{Config: worker.Config{Policies: path}}, &out, quietLogger()))
+	require.Regexp(t, `(?m)^openai/default/gpt-4o/acme\s+spend_per_month\s+50\.00\s.*50\.00 of 50\.00 left, resets \S+Z$`, out.String())
+	require.Regexp(t, `(?m)^openai/default/gpt-4o\s+spend_per_day\s+100\.00\s.*100\.00 of 100\.00 left, resets \S+Z$`, out.String())
 }
