@@ -174,13 +174,33 @@ func (ks *keyState) budget(p quota.Policy) (dailies int) {
 	return dailies
 }
 
-// validateSpend refuses a cost with no price on a money budget (see
+// spend is the money the script is to charge for c: none where no budget
+// of the key limits money, so that a fleet that meters no money writes
+// unpriced records, the earlier release's form, whatever its price table;
+// an error for a cost with no price on a money budget (see
 // storekit.ValidateSpend).
-func (ks *keyState) validateSpend(c quota.Cost) error {
-	if ks.nested {
-		return storekit.ValidateSpend(c, ks.policy, ks.rootPolicy)
+func (ks *keyState) spend(c quota.Cost) (int64, error) {
+	if err := storekit.ValidateSpend(c, ks.policies()...); err != nil {
+		return 0, err
 	}
-	return storekit.ValidateSpend(c, ks.policy)
+	return ks.metered(c.Spend), nil
+}
+
+// metered is m where a budget of the key limits money, else 0.
+func (ks *keyState) metered(m int64) int64 {
+	if !storekit.MetersSpend(ks.policies()...) {
+		return 0
+	}
+	return m
+}
+
+// policies are the key's own policy and, for a tenant nested in its
+// account, the account's.
+func (ks *keyState) policies() []quota.Policy {
+	if ks.nested {
+		return []quota.Policy{ks.policy, ks.rootPolicy}
+	}
+	return []quota.Policy{ks.policy}
 }
 
 // prompt is the prompt size the script calibrates: 0 when the policy's

@@ -88,3 +88,47 @@ func TestPricedRecordFormat(t *testing.T) {
 	require.NoError(t, e.store.Settle(e.ctx, quota.Settlement{Key: gpt4o, Ticket: "priced", Actual: priced(1000)}))
 	require.InDelta(t, float64(quota.Dollars(1)-1000), e.available(e.store, quota.SpendPerMonth), 1e-9)
 }
+
+// A priced call on a budget that limits no money writes the record of a
+// call with no price, so a fleet with a price table but no money budget
+// keeps the earlier release's format and an older worker reads it.
+func TestPriceOnABudgetWithoutMoneyKeepsTheEarlierForm(t *testing.T) {
+	e := newRecoveryEnv(t, quota.Policy{Limits: []quota.Limit{quota.Per(quota.Requests, 1, time.Second).WithBurst(time.Second)}})
+	rdb := e.srv.Client()
+	e.grant(e.store, "first", priced(1234))
+	d := e.reserve(e.store, "priced", priced(1234))
+	require.Equal(t, quota.Queued, d.Outcome, "%+v", d)
+
+	keys, err := rdb.Keys(e.ctx, "*").Result()
+	require.NoError(t, err)
+	var seen int
+	for _, k := range keys {
+		typ, err := rdb.Type(e.ctx, k).Result()
+		require.NoError(t, err)
+		var vals []string
+		switch typ {
+		case "string":
+			v, err := rdb.Get(e.ctx, k).Result()
+			require.NoError(t, err)
+			vals = []string{v}
+		case "zset":
+			vals, err = rdb.ZRange(e.ctx, k, 0, -1).Result()
+			require.NoError(t, err)
+		case "hash":
+			h, err := rdb.HGetAll(e.ctx, k).Result()
+			require.NoError(t, err)
+			for _, v := range h {
+				vals = append(vals, v)
+			}
+		}
+		for _, v := range vals {
+			seen++
+			require.NotContains(t, v, "$", "key %s holds a priced part", k)
+		}
+	}
+	require.Positive(t, seen, "the test read the store's records")
+
+	e.clock.Advance(time.Second)
+	e.grant(e.store, "priced", priced(1234))
+	require.NoError(t, e.store.Settle(e.ctx, quota.Settlement{Key: gpt4o, Ticket: "priced", Actual: priced(1000), Charged: priced(1234)}))
+}

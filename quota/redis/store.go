@@ -120,7 +120,8 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 	if err != nil {
 		return quota.Decision{}, err
 	}
-	if err := ks.validateSpend(r.Cost); err != nil {
+	spend, err := ks.spend(r.Cost)
+	if err != nil {
 		return quota.Decision{}, err
 	}
 	nowArg, local := s.now()
@@ -132,7 +133,7 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 		place = "1"
 	}
 	args := append(ks.args(nowArg, r.Key.Tenant, s.weight(r.Key), local, 12), r.Ticket, low,
-		r.Cost.Requests, r.Cost.Tokens, r.Cost.InputTokens, r.Cost.OutputTokens, r.Cost.Spend,
+		r.Cost.Requests, r.Cost.Tokens, r.Cost.InputTokens, r.Cost.OutputTokens, spend,
 		ks.prompt(r.Prompt), ks.calib[0], ks.calib[1], ks.calib[2],
 		ks.ttl(r.LeaseTTL), place)
 	res, err := reserveScript.Run(ctx, s.rdb, ks.keys(r.Ticket), args...).Slice()
@@ -206,7 +207,8 @@ func (s *Store) Settle(ctx context.Context, st quota.Settlement) error {
 	if err != nil {
 		return err
 	}
-	if err := ks.validateSpend(st.Actual); err != nil {
+	spend, err := ks.spend(st.Actual)
+	if err != nil {
 		return err
 	}
 	nowArg, local := s.now()
@@ -218,9 +220,9 @@ func (s *Store) Settle(ctx context.Context, st quota.Settlement) error {
 	c := st.Charged
 	proofs := s.granted.proofs(ks, st.Ticket)
 	args := append(ks.args(nowArg, st.Key.Tenant, "1", local, 19+3*len(st.Observed)),
-		a.Requests, a.Tokens, a.InputTokens, a.OutputTokens, a.Spend, st.Ticket, proofs[0], proofs[1],
+		a.Requests, a.Tokens, a.InputTokens, a.OutputTokens, spend, st.Ticket, proofs[0], proofs[1],
 		ks.prompt(st.Prompt), counted, ks.calib[0], ks.calib[1], ks.calib[2],
-		c.Requests, c.Tokens, c.InputTokens, c.OutputTokens, c.Spend)
+		c.Requests, c.Tokens, c.InputTokens, c.OutputTokens, ks.metered(c.Spend))
 	args, _ = observations(ks.rootPolicy, args, st.Observed)
 	res, err := settleScript.Run(ctx, s.rdb, ks.keys(st.Ticket), args...).Result()
 	if err != nil {

@@ -62,13 +62,28 @@ func ValidateSpend(c quota.Cost, policies ...quota.Policy) error {
 	if c.Spend > 0 || c.Tokens == 0 && c.InputTokens == 0 && c.OutputTokens == 0 {
 		return nil
 	}
+	if a, ok := spendAxis(policies); ok {
+		return invalid("cost.spend", "0", "is zero on a budget limited by "+a.String(),
+			"price the call: give the interceptor a price table (interceptor.Options.Prices, the policies file's prices) that names its model")
+	}
+	return nil
+}
+
+// MetersSpend reports whether any of policies limits money
+// (quota.SpendPerDay, SpendPerMonth): where none does, a store may drop a
+// cost's Spend, which no limit reads.
+func MetersSpend(policies ...quota.Policy) bool {
+	_, ok := spendAxis(policies)
+	return ok
+}
+
+func spendAxis(policies []quota.Policy) (quota.Axis, bool) {
 	for _, p := range policies {
 		for _, l := range p.Limits {
 			if l.Axis.Spend() {
-				return invalid("cost.spend", "0", "is zero on a budget limited by "+l.Axis.String(),
-					"price the call: give the interceptor a price table (interceptor.Options.Prices, the policies file's prices) that names its model")
+				return l.Axis, true
 			}
 		}
 	}
-	return nil
+	return 0, false
 }
