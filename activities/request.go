@@ -272,6 +272,7 @@ func (r Response) Message() Message {
 var (
 	_ quota.Metered       = Response{}
 	_ quota.CountedPrompt = Response{}
+	_ quota.Billed        = Response{}
 )
 
 // QuotaPrompt implements quota.CountedPrompt: the estimate of the part of
@@ -290,6 +291,16 @@ func (r Response) QuotaPrompt() int64 {
 	}
 	uncached := max(in-r.Usage.CacheReadTokens, 0)
 	return int64(math.Ceil(float64(r.PromptEstimate) * float64(uncached) / float64(in)))
+}
+
+// QuotaBilled implements quota.Billed: the usage as the provider bills it,
+// cache reads and writes apart, which money budgets are settled at.
+func (r Response) QuotaBilled() quota.Usage { return r.Usage.billed() }
+
+// billed is u as quota prices it.
+func (u Usage) billed() quota.Usage {
+	return quota.Usage{InputTokens: u.InputTokens, CacheReadTokens: u.CacheReadTokens,
+		CacheWriteTokens: u.CacheWriteTokens, OutputTokens: u.OutputTokens}
 }
 
 // QuotaUsage implements quota.Metered: one request and the tokens the

@@ -181,7 +181,7 @@ type StreamError struct {
 	Err error
 }
 
-var _ quota.Metered = (*StreamError)(nil)
+var _ quota.Billed = (*StreamError)(nil)
 
 // Error names the call, how far it got and the cause.
 func (e *StreamError) Error() string {
@@ -196,6 +196,10 @@ func (e *StreamError) Unwrap() error { return e.Err }
 func (e *StreamError) QuotaUsage() quota.Cost {
 	return Response{Usage: e.Usage, RateLimitTokens: e.RateLimitTokens}.QuotaUsage()
 }
+
+// QuotaBilled implements quota.Billed: what the answer had used by the
+// time it broke off, as Usage says, priced by money budgets.
+func (e *StreamError) QuotaBilled() quota.Usage { return e.Usage.billed() }
 
 // QuotaPromptEstimated reports PromptEstimated: the interceptor reads it
 // (any failure's method of that name and signature) to keep the prompt's

@@ -61,14 +61,11 @@ func (c *call) target() string {
 }
 
 func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
-	var first any
-	if len(in.Args) > 0 {
-		first = in.Args[0]
-	}
-	if !isGoverned(first) && (len(a.root.opts.Activities) == 0 || !a.root.governsType(activity.GetInfo(ctx).ActivityType.Name)) {
+	arg := first(in.Args)
+	if !isGoverned(arg) && (len(a.root.opts.Activities) == 0 || !a.root.governsType(activity.GetInfo(ctx).ActivityType.Name)) {
 		return a.Next.ExecuteActivity(ctx, in)
 	}
-	c := &call{input: first}
+	c := &call{input: arg}
 	if err := a.applyFallbackStep(ctx, in, c); err != nil {
 		return nil, err
 	}
@@ -260,6 +257,10 @@ func (a *activityInbound) wait(ctx context.Context, c *call, d quota.Decision) e
 	if d.Reason == quota.Unavailable {
 		return a.unavailable(ctx, c, d.Wait, nil)
 	}
+	if d.Reason == quota.BudgetSpent {
+		a.giveBack(ctx, c, d)
+		return a.spent(ctx, c, d, now)
+	}
 	if d.Reason == quota.Paused && d.PauseReason.Closes() {
 		// The key is closed until a spend cap or daily quota resets:
 		// waiting is pointless, and so is asking the provider.
@@ -379,6 +380,14 @@ func (a *activityInbound) settle(ctx context.Context, c *call, res any, callErr 
 		// used a request, no tokens.
 		actual = quota.Cost{Requests: c.r.Cost.Requests}
 	}
+	switch {
+	case counted:
+		actual.Spend = a.root.spend(c.r.Key, actual, res)
+	case partial != nil:
+		actual.Spend = a.root.spend(c.r.Key, actual, partial)
+	}
+	a.root.counters.spend.Add(actual.Spend)
+	a.root.ins.settled(ctx, c.r.Key, actual.Spend)
 	obs := v.Limits
 	if _, h, ok := c.rec.Last(); ok {
 		obs = classify.Limits(h, now)
@@ -495,6 +504,8 @@ func (a *activityInbound) escalate(ctx context.Context, c *call, reason string, 
 		msg = fmt.Sprintf("tollgate: %s rate limited %d times; escalating to %s", d.From, d.RateLimited, next)
 	case "deadline":
 		msg = fmt.Sprintf("tollgate: %s would wait %s, past the activity's deadline; escalating to %s", d.From, wait.Round(time.Millisecond), next)
+	case "budget_spent":
+		msg = fmt.Sprintf("tollgate: %s: its money budget is spent; escalating to %s", d.From, next)
 	default:
 		msg = fmt.Sprintf("tollgate: %s is closed (%s); escalating to %s", d.From, reason, next)
 	}

@@ -53,6 +53,9 @@ type unit struct {
 func newUnit(t *testing.T, policies map[quota.Key]quota.Policy, opts interceptor.Options) *unit {
 	t.Helper()
 	u := &unit{t: t, clock: quotatest.NewClock(time.Now())}
+	if c, ok := opts.Clock.(*quotatest.Clock); ok { // the test's own, shared with its store
+		u.clock = c
+	}
 	ps, err := quota.NewPolicies(policies)
 	require.NoError(t, err)
 	if opts.Store == nil {

@@ -42,10 +42,15 @@ type Stats struct {
 	// Ungoverned: governed-looking attempts run without admission because
 	// the store has no policy for their key.
 	Ungoverned int64
+	// BudgetSpent: calls refused because a money budget was spent (failed
+	// with BudgetExhausted, or escalated when it falls back).
+	BudgetSpent int64
+	// Spend: the money settled on priced calls, in quota.Money.
+	Spend quota.Money
 }
 
 type counters struct {
-	admitted, queued, refused, waitedInWorkflow, rateLimited, escalations, fallbacks, spendCapped, transient, lost, ungoverned atomic.Int64
+	admitted, queued, refused, waitedInWorkflow, rateLimited, escalations, fallbacks, spendCapped, transient, lost, ungoverned, budgetSpent, spend atomic.Int64
 }
 
 func (c *counters) snapshot() Stats {
@@ -61,6 +66,8 @@ func (c *counters) snapshot() Stats {
 		Transient:           c.transient.Load(),
 		LostAttempts:        c.lost.Load(),
 		Ungoverned:          c.ungoverned.Load(),
+		BudgetSpent:         c.budgetSpent.Load(),
+		Spend:               quota.Money(c.spend.Load()),
 	}
 }
 
@@ -75,6 +82,8 @@ const (
 	MetricSpendCaps    = "tollgate.spend_caps"
 	MetricStoreLatency = "tollgate.store.latency"
 	MetricPoolCalls    = "tollgate.pool.calls"
+	MetricSpendSettled = "tollgate.spend.settled"
+	MetricSpendRefused = "tollgate.spend.refused"
 )
 
 // Values of the tenant attribute beside the tenants named in
@@ -106,6 +115,8 @@ type instruments struct {
 	spendCaps    metric.Int64Counter
 	storeLatency metric.Float64Histogram
 	poolCalls    metric.Int64Counter
+	spendSettled metric.Int64Counter
+	budgetsSpent metric.Int64Counter
 }
 
 func newInstruments(m metric.Meter, on bool, tenants []string) (*instruments, error) {
@@ -146,6 +157,14 @@ func newInstruments(m metric.Meter, on bool, tenants []string) (*instruments, er
 	}
 	if ins.poolCalls, err = m.Int64Counter(MetricPoolCalls,
 		metric.WithDescription("Calls on a pool's key run, by pool and by the member that served them.")); err != nil {
+		return nil, err
+	}
+	if ins.spendSettled, err = m.Int64Counter(MetricSpendSettled, metric.WithUnit("{millionth}"),
+		metric.WithDescription("Money settled on priced calls (quota.Money: millionths of the price table's currency), by key.")); err != nil {
+		return nil, err
+	}
+	if ins.budgetsSpent, err = m.Int64Counter(MetricSpendRefused,
+		metric.WithDescription("Calls refused by a spent money budget, by key and the budget's axis (class: spend_per_day, spend_per_month).")); err != nil {
 		return nil, err
 	}
 	return &ins, nil
@@ -228,6 +247,15 @@ func (ins *instruments) count(ctx context.Context, c metric.Int64Counter, k quot
 	}
 	key, tenant := ins.keyAttrs(k)
 	c.Add(ctx, 1, metric.WithAttributes(key, tenant, attribute.String("class", class)))
+}
+
+// settled adds a priced call's settled spend on k.
+func (ins *instruments) settled(ctx context.Context, k quota.Key, spend int64) {
+	if !ins.on || spend <= 0 {
+		return
+	}
+	key, tenant := ins.keyAttrs(k)
+	ins.spendSettled.Add(ctx, spend, metric.WithAttributes(key, tenant))
 }
 
 // fallback counts a FallbackWorkflow child started for a call to from.

@@ -106,12 +106,25 @@ func (w *WorkerInterceptor) governsType(activityType string) bool {
 // the ChargeFunc of its type. The workflow and the activity interceptors
 // both work it out from the same arguments.
 func (w *WorkerInterceptor) charge(activityType string, args []any) (quota.Charge, error) {
-	if len(args) > 0 {
-		if g, ok := args[0].(quota.Governed); ok {
-			return g.QuotaCharge()
-		}
+	var ch quota.Charge
+	var err error
+	if g, ok := first(args).(quota.Governed); ok {
+		ch, err = g.QuotaCharge()
+	} else {
+		ch, err = w.opts.Activities[activityType](args)
 	}
-	return w.opts.Activities[activityType](args)
+	if err != nil {
+		return quota.Charge{}, err
+	}
+	return w.priced(ch), nil
+}
+
+// first is args' first argument, nil when there is none.
+func first(args []any) any {
+	if len(args) == 0 {
+		return nil
+	}
+	return args[0]
 }
 
 // reserve takes the call's place in line and, while it must wait for
