@@ -2,17 +2,23 @@ package interceptor_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/memory"
 	"github.com/tollgate/tollgate/quota/quotatest"
+	"github.com/tollgate/tollgate/quota/redis"
+	"github.com/tollgate/tollgate/testsuite/llmsim"
+	"github.com/tollgate/tollgate/testsuite/redistest"
+	"github.com/tollgate/tollgate/workflows"
 )
 
 // gptUPrice prices the unit tests' model: $2.50 in, $10 out per million.
@@ -173,4 +179,115 @@ func TestUnpricedModelOnAMoneyBudgetIsRefusedClearly(t *testing.T) {
 	require.Equal(t, tollgate.InvalidRequest, appErr.Type())
 	require.ErrorContains(t, err, "cost.spend")
 	require.Zero(t, u.sim.Stats("gpt-u").Received)
+}
+
+// A burst of agents from three tenants of one account, each tenant with a
+// monthly budget: "broke"'s runs out mid-burst and its later calls fail
+// with BudgetExhausted; "thrifty"'s runs out too, and its later calls fall
+// back to the cheaper model (FallbackWhenSpent); "rich" is untouched. Every
+// budget keeps exactly the price of what its calls used, on the memory
+// store and on Redis.
+func TestTenantBudgetRunsOutMidBurst(t *testing.T) {
+	const perTenant = 8
+	gpt4o := quota.Price{Input: quota.Dollars(2.50), Output: quota.Dollars(10)}
+	mini := quota.Price{Input: quota.Dollars(0.15), Output: quota.Dollars(0.60)}
+	prices, err := quota.NewPrices(map[string]quota.Price{"openai/gpt-4o": gpt4o, "openai/gpt-4o-mini": mini})
+	require.NoError(t, err)
+	// A call's estimate is about $0.0007 (64 answer tokens at gpt-4o's
+	// price and the prompt), its usage about half: a small budget holds
+	// two or three of a tenant's burst at once.
+	small, large := quota.Dollars(0.002), quota.Dollars(100)
+	budgets := map[string]quota.Money{"broke": small, "thrifty": small, "rich": large}
+	policies := map[quota.Key]quota.Policy{openaiKey("gpt-4o"): generous(), openaiKey("gpt-4o-mini"): generous()}
+	for tenant, m := range budgets {
+		policies[tenantKey("gpt-4o", tenant)] = quota.Policy{Limits: []quota.Limit{quota.MonthlySpend(m, nil)}}
+	}
+
+	for _, st := range []struct {
+		name  string
+		store func(t *testing.T) quota.Store
+	}{
+		{"memory", func(t *testing.T) quota.Store { return memoryStore(t, policies) }},
+		{"redis", func(t *testing.T) quota.Store {
+			ps, err := quota.NewPolicies(policies)
+			require.NoError(t, err)
+			s, err := redis.New(redistest.StartServer(t).Client(), ps, redis.Options{})
+			require.NoError(t, err)
+			return s
+		}},
+	} {
+		t.Run(st.name, func(t *testing.T) {
+			e := newEnv(t, llmsim.Config{Models: simModels("gpt-4o", "gpt-4o-mini")})
+			store := st.store(t)
+			ic, sl := e.startWorker(interceptor.Options{
+				Store:             store,
+				Prices:            prices,
+				Fallbacks:         map[string][]string{"openai/gpt-4o": {"openai/gpt-4o-mini"}},
+				FallbackWhenSpent: []quota.Key{tenantKey("gpt-4o", "thrifty")},
+			})
+
+			// The burst reaches the store at once, however slowly this
+			// machine starts workflows.
+			sl.gate.Store(newGate(3 * perTenant))
+			type outcome struct {
+				tenant string
+				out    workflows.AgentResult
+				err    error
+			}
+			var runs []client.WorkflowRun
+			var tenants []string
+			for _, tenant := range []string{"broke", "thrifty", "rich"} {
+				for i := range perTenant {
+					in := agent("gpt-4o")
+					in.Tenant = tenant
+					runs = append(runs, e.start(fmt.Sprintf("%s-%d", tenant, i), in))
+					tenants = append(tenants, tenant)
+				}
+			}
+			outcomes := make([]outcome, len(runs))
+			var wg sync.WaitGroup
+			for i, run := range runs {
+				wg.Go(func() {
+					out, err := e.result(run)
+					outcomes[i] = outcome{tenants[i], out, err}
+				})
+			}
+			wg.Wait()
+
+			spentOn := map[string]quota.Money{} // gpt-4o's price of what each tenant's calls used
+			answered, refused, fellBack := map[string]int{}, map[string]int{}, map[string]int{}
+			for _, o := range outcomes {
+				if o.err != nil {
+					require.True(t, tollgate.IsType(o.err, tollgate.BudgetExhausted), "%s: %v", o.tenant, o.err)
+					refused[o.tenant]++
+					continue
+				}
+				answered[o.tenant]++
+				for _, turn := range o.out.Turns {
+					switch turn.Model {
+					case "gpt-4o":
+						spentOn[o.tenant] += gpt4o.Spend(turn.QuotaBilled())
+					case "gpt-4o-mini":
+						fellBack[o.tenant]++
+					}
+				}
+			}
+
+			t.Logf("answered %v, refused %v, fell back %v, gpt-4o spend %v", answered, refused, fellBack, spentOn)
+			require.Positive(t, answered["broke"], "broke's budget held some calls")
+			require.Positive(t, refused["broke"], "broke's budget ran out mid-burst")
+			require.Equal(t, perTenant, answered["broke"]+refused["broke"])
+			require.Equal(t, perTenant, answered["thrifty"], "thrifty's calls fell back instead of failing")
+			require.Positive(t, fellBack["thrifty"])
+			require.Equal(t, perTenant, answered["rich"], "rich is untouched")
+			require.Zero(t, fellBack["rich"])
+			require.Zero(t, fellBack["broke"])
+			for tenant, m := range budgets {
+				require.LessOrEqual(t, spentOn[tenant], m, tenant)
+				require.Equal(t, m-spentOn[tenant], spendLeft(t, store, tenantKey("gpt-4o", tenant), quota.SpendPerMonth),
+					"%s's budget keeps the price of what its calls used", tenant)
+			}
+			require.EqualValues(t, refused["broke"]+fellBack["thrifty"], ic.Stats().BudgetSpent)
+		})
+	}
 }
