@@ -99,3 +99,42 @@ func TestUpgradeAccountNamedDefault(t *testing.T) {
 	require.Equal(t, quota.Granted, reserve(cur, named, "n1").Outcome, "account default's own budget starts fresh")
 	require.Equal(t, quota.ConcurrencyFull, reserve(old, named, "o2").Reason, "the previous release still shares one budget")
 }
+
+// TestUpgradeOldReleaseCannotReadPricedMembers pins the limit the
+// README's upgrade section states: the previous release's script cannot
+// parse the queue member of a priced call on a money budget (the spend
+// follows the output tokens) and fails that key's calls with a script
+// error, so every worker must run this release before a money budget is
+// added. The state a money budget adds (its window) it reads: a key whose
+// line holds no priced member works for both.
+func TestUpgradeOldReleaseCannotReadPricedMembers(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rate := quota.Per(quota.Requests, 1, time.Second).WithBurst(time.Second)
+	// The old worker's policies know no money (its release had none).
+	old, _, clock := releasesOn(t, srv, policies(t, quota.Policy{Limits: []quota.Limit{rate}}))
+	cur, err := redis.New(srv.Client(), policies(t, quota.Policy{Limits: []quota.Limit{rate, quota.MonthlySpend(quota.Dollars(1), nil)}}),
+		redis.Options{Clock: clock})
+	require.NoError(t, err)
+	ctx := context.Background()
+	reserve := func(s quota.Store, ticket string, c quota.Cost) (quota.Decision, error) {
+		return s.Reserve(ctx, quota.Reservation{Key: gpt4o, Ticket: ticket, Cost: c})
+	}
+
+	d, err := reserve(cur, "unpriced", oneRequest)
+	require.NoError(t, err)
+	require.Equal(t, quota.Granted, d.Outcome, "%+v", d)
+	clock.Advance(time.Second)
+	d, err = reserve(old, "old-1", oneRequest)
+	require.NoError(t, err, "the money budget's window alone is read by the previous release")
+	require.Equal(t, quota.Granted, d.Outcome, "%+v", d)
+
+	clock.Advance(time.Second)
+	d, err = reserve(cur, "priced-1", priced(1234))
+	require.NoError(t, err)
+	require.Equal(t, quota.Granted, d.Outcome, "%+v", d)
+	d, err = reserve(cur, "priced-2", priced(1234))
+	require.NoError(t, err)
+	require.Equal(t, quota.Queued, d.Outcome, "%+v", d)
+	_, err = reserve(old, "old-2", oneRequest)
+	require.ErrorContains(t, err, "user_script", "a priced member in line fails the previous release's script")
+}
