@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/price"
 )
 
 // The providers a Request may name.
@@ -272,7 +273,7 @@ func (r Response) Message() Message {
 var (
 	_ quota.Metered       = Response{}
 	_ quota.CountedPrompt = Response{}
-	_ quota.Billed        = Response{}
+	_ price.Billed        = Response{}
 )
 
 // QuotaPrompt implements quota.CountedPrompt: the estimate of the part of
@@ -293,13 +294,13 @@ func (r Response) QuotaPrompt() int64 {
 	return int64(math.Ceil(float64(r.PromptEstimate) * float64(uncached) / float64(in)))
 }
 
-// QuotaBilled implements quota.Billed: the usage as the provider bills it,
+// QuotaBilled implements price.Billed: the usage as the provider bills it,
 // cache reads and writes apart, which money budgets are settled at.
-func (r Response) QuotaBilled() quota.Usage { return r.Usage.billed() }
+func (r Response) QuotaBilled() price.Usage { return r.Usage.billed() }
 
 // billed is u as quota prices it.
-func (u Usage) billed() quota.Usage {
-	return quota.Usage{InputTokens: u.InputTokens, CacheReadTokens: u.CacheReadTokens,
+func (u Usage) billed() price.Usage {
+	return price.Usage{InputTokens: u.InputTokens, CacheReadTokens: u.CacheReadTokens,
 		CacheWriteTokens: u.CacheWriteTokens, OutputTokens: u.OutputTokens}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tollgate/tollgate/classify"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/price"
 )
 
 // errEndedEarly is the cause of a stream that ended, without an error,
@@ -181,7 +182,7 @@ type StreamError struct {
 	Err error
 }
 
-var _ quota.Billed = (*StreamError)(nil)
+var _ price.Billed = (*StreamError)(nil)
 
 // Error names the call, how far it got and the cause.
 func (e *StreamError) Error() string {
@@ -197,9 +198,9 @@ func (e *StreamError) QuotaUsage() quota.Cost {
 	return Response{Usage: e.Usage, RateLimitTokens: e.RateLimitTokens}.QuotaUsage()
 }
 
-// QuotaBilled implements quota.Billed: what the answer had used by the
+// QuotaBilled implements price.Billed: what the answer had used by the
 // time it broke off, as Usage says, priced by money budgets.
-func (e *StreamError) QuotaBilled() quota.Usage { return e.Usage.billed() }
+func (e *StreamError) QuotaBilled() price.Usage { return e.Usage.billed() }
 
 // QuotaPromptEstimated reports PromptEstimated: the interceptor reads it
 // (any failure's method of that name and signature) to keep the prompt's

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/price"
 )
 
 // priced returns ch with its estimate priced by Options.Prices, for the
@@ -36,7 +37,7 @@ func (w *WorkerInterceptor) priced(ch quota.Charge) quota.Charge {
 }
 
 // spend is what a call on k that used actual cost: the price of what the
-// provider billed when the result says (quota.Billed), else of actual's
+// provider billed when the result says (price.Billed), else of actual's
 // tokens as uncached input and output. A usage that names its own Spend
 // keeps it.
 func (w *WorkerInterceptor) spend(k quota.Key, actual quota.Cost, billed any) int64 {
@@ -47,14 +48,14 @@ func (w *WorkerInterceptor) spend(k quota.Key, actual quota.Cost, billed any) in
 	if !ok {
 		return 0
 	}
-	if b, ok := billed.(quota.Billed); ok {
+	if b, ok := billed.(price.Billed); ok {
 		return int64(p.Spend(b.QuotaBilled()))
 	}
 	in := actual.InputTokens
 	if in == 0 {
 		in = max(actual.Tokens-actual.OutputTokens, 0)
 	}
-	return int64(p.Spend(quota.Usage{InputTokens: in, OutputTokens: actual.OutputTokens}))
+	return int64(p.Spend(price.Usage{InputTokens: in, OutputTokens: actual.OutputTokens}))
 }
 
 // spent ends a call a money budget refused: an escalation to the call's

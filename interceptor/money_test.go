@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/memory"
+	"github.com/tollgate/tollgate/quota/price"
 	"github.com/tollgate/tollgate/quota/quotatest"
 	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
@@ -22,11 +23,11 @@ import (
 )
 
 // gptUPrice prices the unit tests' model: $2.50 in, $10 out per million.
-var gptUPrice = quota.Price{Input: quota.Dollars(2.50), Output: quota.Dollars(10)}
+var gptUPrice = price.Price{Input: quota.Dollars(2.50), Output: quota.Dollars(10)}
 
-func unitPrices(t *testing.T) quota.Prices {
+func unitPrices(t *testing.T) price.Table {
 	t.Helper()
-	ps, err := quota.NewPrices(map[string]quota.Price{"openai/gpt-u": gptUPrice, "openai/gpt-backup": {Input: 1, Output: 1}})
+	ps, err := price.NewTable(map[string]price.Price{"openai/gpt-u": gptUPrice, "openai/gpt-backup": {Input: 1, Output: 1}})
 	require.NoError(t, err)
 	return ps
 }
@@ -170,7 +171,7 @@ func TestSpentBudgetEscalatesWhenItFallsBack(t *testing.T) {
 // A budget that limits money cannot charge a model the price table does not
 // price: the call fails naming cost.spend, rather than running free.
 func TestUnpricedModelOnAMoneyBudgetIsRefusedClearly(t *testing.T) {
-	empty, err := quota.NewPrices(map[string]quota.Price{"openai/other": gptUPrice})
+	empty, err := price.NewTable(map[string]price.Price{"openai/other": gptUPrice})
 	require.NoError(t, err)
 	u, _ := moneyUnit(t, quota.MonthlySpend(quota.Dollars(5), nil), interceptor.Options{Prices: empty})
 
@@ -189,9 +190,9 @@ func TestUnpricedModelOnAMoneyBudgetIsRefusedClearly(t *testing.T) {
 // store and on Redis.
 func TestTenantBudgetRunsOutMidBurst(t *testing.T) {
 	const perTenant = 8
-	gpt4o := quota.Price{Input: quota.Dollars(2.50), Output: quota.Dollars(10)}
-	mini := quota.Price{Input: quota.Dollars(0.15), Output: quota.Dollars(0.60)}
-	prices, err := quota.NewPrices(map[string]quota.Price{"openai/gpt-4o": gpt4o, "openai/gpt-4o-mini": mini})
+	gpt4o := price.Price{Input: quota.Dollars(2.50), Output: quota.Dollars(10)}
+	mini := price.Price{Input: quota.Dollars(0.15), Output: quota.Dollars(0.60)}
+	prices, err := price.NewTable(map[string]price.Price{"openai/gpt-4o": gpt4o, "openai/gpt-4o-mini": mini})
 	require.NoError(t, err)
 	// A call's estimate is about $0.0007 (64 answer tokens at gpt-4o's
 	// price and the prompt), its usage about half: a small budget holds

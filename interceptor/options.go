@@ -12,6 +12,8 @@ import (
 	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/classify"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/pool"
+	"github.com/tollgate/tollgate/quota/price"
 )
 
 // Defaults for Options' zero fields.
@@ -72,9 +74,9 @@ type Options struct {
 	// have finished, as their histories hold its waits. Default false.
 	WaitInWorkflow bool
 
-	// Pools are the keys served by several members (quota.NewPools): a
+	// Pools are the keys served by several members (pool.New): a
 	// call on a pool's key is admitted on the member that can run it
-	// soonest (quota.AdmitPool) and runs there, its input retargeted to
+	// soonest (pool.Admit) and runs there, its input retargeted to
 	// the member's account and model (tollgate.Retargetable, which
 	// activities.Request implements: the worker's configuration for that
 	// account gives its key and endpoint). A member that rate limits or
@@ -82,16 +84,16 @@ type Options struct {
 	// retried at once on another; only when every member is closed does
 	// the call fail or escalate (Fallbacks of the pool's own target).
 	// Default: none.
-	Pools quota.Pools
+	Pools pool.Set
 
 	// Prices is the price table money budgets charge by (quota.SpendPerDay,
 	// quota.SpendPerMonth): a call whose provider and model it prices is
 	// charged Price.Estimate of its estimate on Reserve and settled at
-	// Price.Spend of its usage (quota.Billed, with its cached tokens). A
+	// Price.Spend of its usage (price.Billed, with its cached tokens). A
 	// call it does not price is charged no money, which a budget with a
 	// money limit refuses (tollgate.InvalidRequest naming cost.spend).
-	// Default: none (quota.ShippedPrices is the worker's default).
-	Prices quota.Prices
+	// Default: none (price.Shipped is the worker's default).
+	Prices price.Table
 	// FallbackWhenSpent names the budgets (accounts' or tenants' keys, as
 	// quota.Decision.Budget names them) whose calls, once that budget's
 	// money is spent, move to their target's fallback chain (Fallbacks)

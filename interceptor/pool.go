@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/pool"
 )
 
 // memberHeader carries, beside ticketHeader, the pool member a call's
@@ -66,7 +67,7 @@ func (a *activityInbound) joinPool(ctx context.Context, c *call) error {
 }
 
 // reserve asks the store for the call: its key's Reserve, or for a pool
-// call the member that can run it soonest (quota.AdmitPool), whose key it
+// call the member that can run it soonest (pool.Admit), whose key it
 // is charged under from then on.
 func (a *activityInbound) reserve(ctx context.Context, c *call) (quota.Decision, error) {
 	start := time.Now()
@@ -74,7 +75,7 @@ func (a *activityInbound) reserve(ctx context.Context, c *call) (quota.Decision,
 	if c.pool == nil {
 		return a.root.opts.Store.Reserve(ctx, c.r)
 	}
-	adm, err := quota.AdmitPool(ctx, a.root.opts.Store, c.pool.members, c.r, c.pool.index)
+	adm, err := pool.Admit(ctx, a.root.opts.Store, c.pool.members, c.r, c.pool.index)
 	if err != nil {
 		return quota.Decision{}, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/pool"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
 )
 
@@ -19,7 +20,7 @@ import (
 // allows two calls a minute (as does its provider), and west, which never
 // binds. Each member serves its own model, so a call's answer says which
 // member ran it.
-func poolSetup(t *testing.T) (quota.Pools, map[quota.Key]quota.Policy, llmsim.Config) {
+func poolSetup(t *testing.T) (pool.Set, map[quota.Key]quota.Policy, llmsim.Config) {
 	t.Helper()
 	east := quota.Key{Provider: "openai", Account: "east", Model: "gpt-east"}
 	west := quota.Key{Provider: "openai", Account: "west", Model: "gpt-west"}
@@ -29,7 +30,7 @@ func poolSetup(t *testing.T) (quota.Pools, map[quota.Key]quota.Policy, llmsim.Co
 	}
 	ps, err := quota.NewPolicies(policies)
 	require.NoError(t, err)
-	pools, err := quota.NewPools(ps, map[quota.Key][]quota.Key{openaiKey("gpt-pool"): {east, west}})
+	pools, err := pool.New(ps, map[quota.Key][]quota.Key{openaiKey("gpt-pool"): {east, west}})
 	require.NoError(t, err)
 	models := simModels("gpt-west")
 	models = append(models, llmsim.Model{Provider: llmsim.OpenAI, Name: "gpt-east", RequestsPerMinute: 2})
@@ -76,7 +77,7 @@ func TestPoolMemberSpendCappedMovesCallsToTheOthers(t *testing.T) {
 	policies := map[quota.Key]quota.Policy{east: generous(), west: generous()}
 	ps, err := quota.NewPolicies(policies)
 	require.NoError(t, err)
-	pools, err := quota.NewPools(ps, map[quota.Key][]quota.Key{openaiKey("gpt-pool"): {east, west}})
+	pools, err := pool.New(ps, map[quota.Key][]quota.Key{openaiKey("gpt-pool"): {east, west}})
 	require.NoError(t, err)
 	e := newEnv(t, llmsim.Config{
 		Models: simModels("gpt-4o"),

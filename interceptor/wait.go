@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/fallback"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/pool"
 )
 
 // ticketHeader carries the ticket a call reserved its place under in the
@@ -51,7 +52,7 @@ type placeResult struct {
 	Wait    time.Duration
 	Reason  quota.Reason
 	// Member is, for a call on a pool, the member the place was taken
-	// on (quota.AdmitPool); zero otherwise.
+	// on (pool.Admit); zero otherwise.
 	Member quota.Key `json:",omitempty"`
 }
 
@@ -68,8 +69,8 @@ func (w *WorkerInterceptor) reservePlace(ctx context.Context, in placeInput) (pl
 		err    error
 	)
 	if members, ok := w.opts.Pools.Members(in.Key); ok {
-		var adm quota.PoolAdmission
-		adm, err = quota.AdmitPool(ctx, w.opts.Store, members, r, int(w.poolTurn.Add(1)%uint64(len(members))))
+		var adm pool.Admission
+		adm, err = pool.Admit(ctx, w.opts.Store, members, r, int(w.poolTurn.Add(1)%uint64(len(members))))
 		d, member, in.Key = adm.Decision, adm.Member, adm.Member
 	} else {
 		d, err = w.opts.Store.Reserve(ctx, r)

@@ -74,8 +74,8 @@ type Cost struct {
 	Tokens       int64
 	InputTokens  int64
 	OutputTokens int64
-	// Spend is the call's price in Money's millionths (Price.Estimate of
-	// the estimate when reserving, Price.Spend of the usage when
+	// Spend is the call's price in Money's millionths (price.Price.Estimate of
+	// the estimate when reserving, price.Price.Spend of the usage when
 	// settling). A budget with a money limit refuses a cost with tokens
 	// and no Spend: it would be charged nothing.
 	Spend int64

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/price"
 )
 
 // money is an amount in a policies file: a decimal number in the price
@@ -78,15 +79,15 @@ type priceEntry struct {
 	Output      money `yaml:"output"`
 }
 
-// parsePrices returns quota.ShippedPrices with the file's prices merged
+// parsePrices returns price.Shipped with the file's prices merged
 // over it (an entry replaces the shipped entry of the same name whole), or
 // a *PolicyError naming the first bad entry by its path.
-func parsePrices(entries map[string]priceEntry) (quota.Prices, error) {
-	shipped := quota.ShippedPrices()
+func parsePrices(entries map[string]priceEntry) (price.Table, error) {
+	shipped := price.Shipped()
 	if len(entries) == 0 {
 		return shipped, nil
 	}
-	m := make(map[string]quota.Price, len(entries))
+	m := make(map[string]price.Price, len(entries))
 	names := make([]string, 0, len(entries))
 	for name := range entries {
 		names = append(names, name)
@@ -95,7 +96,7 @@ func parsePrices(entries map[string]priceEntry) (quota.Prices, error) {
 	for _, name := range names {
 		e := entries[name]
 		field := "prices." + name
-		var p quota.Price
+		var p price.Price
 		for _, f := range [...]struct {
 			name string
 			v    money
@@ -103,7 +104,7 @@ func parsePrices(entries map[string]priceEntry) (quota.Prices, error) {
 		}{{"input", e.Input, &p.Input}, {"cached_input", e.CachedInput, &p.CachedInput}, {"cache_write", e.CacheWrite, &p.CacheWrite}, {"output", e.Output, &p.Output}} {
 			v, err := f.v.get(field + "." + f.name)
 			if err != nil {
-				return quota.Prices{}, err
+				return price.Table{}, err
 			}
 			*f.to = v
 		}
@@ -114,23 +115,23 @@ func parsePrices(entries map[string]priceEntry) (quota.Prices, error) {
 			v          money
 		}{{"input", "prompt", e.Input}, {"output", "answer", e.Output}} {
 			if !f.v.given() {
-				return quota.Prices{}, &PolicyError{Field: field + "." + f.name, Problem: "is missing",
+				return price.Table{}, &PolicyError{Field: field + "." + f.name, Problem: "is missing",
 					Fix: "give the provider's price per million " + f.what + " tokens (an entry replaces the shipped price whole), e.g. " + f.name + ": 2.50"}
 			}
 		}
 		m[name] = p
 	}
-	if _, err := quota.NewPrices(m); err != nil {
-		return quota.Prices{}, priceErr(err)
+	if _, err := price.NewTable(m); err != nil {
+		return price.Table{}, priceErr(err)
 	}
 	ps, err := shipped.With(m)
 	if err != nil {
-		return quota.Prices{}, priceErr(err)
+		return price.Table{}, priceErr(err)
 	}
 	return ps, nil
 }
 
-// priceErr turns quota.NewPrices's *quota.InvalidError, whose field is
+// priceErr turns price.NewTable's *quota.InvalidError, whose field is
 // already the entry's path ("prices.openai/gpt-4o"), into a *PolicyError.
 func priceErr(err error) error {
 	var inv *quota.InvalidError
@@ -159,7 +160,7 @@ func (l limitsEntry) moneyLimit() (field string, amount money, ok bool) {
 // account's entry; a family pattern cannot be checked name by name). A
 // call the table does not price is charged no money, and the store
 // refuses it on a money budget: better to say so before the first call.
-func checkPriced(field string, key quota.Key, e policyEntry, shared []string, prices quota.Prices) error {
+func checkPriced(field string, key quota.Key, e policyEntry, shared []string, prices price.Table) error {
 	axis, amount, ok := e.Limits.moneyLimit()
 	if !ok {
 		return nil

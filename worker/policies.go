@@ -17,6 +17,8 @@ import (
 
 	"github.com/tollgate/tollgate"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/pool"
+	"github.com/tollgate/tollgate/quota/price"
 )
 
 // Budgets is what a policies file configures: each key's quota.Policy and the
@@ -30,15 +32,15 @@ type Budgets struct {
 	Fallbacks map[string][]string
 	// Pools are the keys served by several members
 	// (interceptor.Options.Pools); each member's budget is in Policies.
-	Pools quota.Pools
+	Pools pool.Set
 	// Accounts are the pool members' accounts, each reached with a key
 	// and endpoint of its own.
 	Accounts []Account
 	// Prices is the price table money budgets charge by
-	// (interceptor.Options.Prices): quota.ShippedPrices with the file's
-	// prices merged over it. The zero Prices means quota.ShippedPrices
+	// (interceptor.Options.Prices): price.Shipped with the file's
+	// prices merged over it. The zero Prices means price.Shipped
 	// (Start fills it in).
-	Prices quota.Prices
+	Prices price.Table
 	// FallbackWhenSpent are the keys of the entries with spend_fallback
 	// (interceptor.Options.FallbackWhenSpent): once one of these budgets'
 	// money is spent, its calls move to their fallbacks instead of failing
@@ -100,7 +102,7 @@ func (b Budgets) Tenants() []string {
 //	      max_ratio: 4
 //	      half_life: 1h           # an unrefreshed ratio comes halfway back to 1 in this long
 //	    fallbacks: [anthropic/claude-3-5-haiku-latest]
-//	prices:                       # merged over quota.ShippedPrices, per million tokens (see priceEntry)
+//	prices:                       # merged over price.Shipped, per million tokens (see priceEntry)
 //	  openai/gpt-4o: {input: 2.50, cached_input: 1.25, output: 10}
 type policiesFile struct {
 	Policies []policyEntry         `yaml:"policies"`
@@ -236,7 +238,7 @@ func ParsePolicies(data []byte) (Budgets, error) {
 	if err != nil {
 		return Budgets{}, modelsErr(err, f.Policies)
 	}
-	pools, err := quota.NewPools(ps, poolMembers)
+	pools, err := pool.New(ps, poolMembers)
 	if err != nil {
 		return Budgets{}, poolsErr(err, poolIndex)
 	}

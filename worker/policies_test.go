@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/price"
 )
 
 func TestParsePoliciesReadsEveryField(t *testing.T) {
@@ -248,13 +249,13 @@ func TestParsePoliciesReadsMoneyBudgets(t *testing.T) {
 
 	require.Equal(t, []quota.Key{tenant}, b.FallbackWhenSpent)
 
-	price, ok := b.Prices.Lookup("openai", "gpt-4o")
+	got4o, ok := b.Prices.Lookup("openai", "gpt-4o")
 	require.True(t, ok)
-	require.Equal(t, quota.Price{Input: 2_000_000, CachedInput: 1_000_000, Output: 8_000_000}, price, "the file's entry replaces the shipped one whole")
-	price, ok = b.Prices.Lookup("openai", "ft-support-v2")
+	require.Equal(t, price.Price{Input: 2_000_000, CachedInput: 1_000_000, Output: 8_000_000}, got4o, "the file's entry replaces the shipped one whole")
+	ft, ok := b.Prices.Lookup("openai", "ft-support-v2")
 	require.True(t, ok)
-	require.Equal(t, quota.Price{Input: 3_000_001, Output: 12_000_000}, price)
-	shipped := quota.ShippedPrices()
+	require.Equal(t, price.Price{Input: 3_000_001, Output: 12_000_000}, ft)
+	shipped := price.Shipped()
 	want, _ := shipped.Lookup("anthropic", "claude-sonnet-4-20250514")
 	got, ok := b.Prices.Lookup("anthropic", "claude-sonnet-4-20250514")
 	require.True(t, ok)
@@ -266,10 +267,10 @@ func TestParsePoliciesReadsMoneyBudgets(t *testing.T) {
 func TestParsePoliciesPricesByTheShippedTableByDefault(t *testing.T) {
 	b, err := ParsePolicies([]byte("policies:\n  - {provider: openai, model: gpt-4o, limits: {spend_per_day: 5}}\n"))
 	require.NoError(t, err)
-	require.Equal(t, quota.ShippedPrices().Len(), b.Prices.Len())
+	require.Equal(t, price.Shipped().Len(), b.Prices.Len())
 	got, ok := b.Prices.Lookup("openai", "gpt-4o")
 	require.True(t, ok)
-	want, _ := quota.ShippedPrices().Lookup("openai", "gpt-4o")
+	want, _ := price.Shipped().Lookup("openai", "gpt-4o")
 	require.Equal(t, want, got)
 	require.Empty(t, b.FallbackWhenSpent)
 }

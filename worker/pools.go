@@ -153,7 +153,7 @@ func parsePools(entries []poolEntry, policies map[quota.Key]quota.Policy, fallba
 	return pools, index, accounts, nil
 }
 
-// poolsErr turns quota.NewPools's error into a *PolicyError on the pool's
+// poolsErr turns pool.New's error into a *PolicyError on the pool's
 // entry.
 func poolsErr(err error, index map[quota.Key]int) error {
 	var inv *quota.InvalidError

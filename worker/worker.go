@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/price"
 	"github.com/tollgate/tollgate/workflows"
 )
 
@@ -38,7 +39,7 @@ type Worker struct {
 // starts the worker: telemetry, the Temporal connection, the quota store
 // governed by b (LoadPolicies(cfg.Policies), usually; the zero Budgets
 // governs nothing, and Start warns so; a zero b.Prices is
-// quota.ShippedPrices), and a Temporal worker on
+// price.Shipped), and a Temporal worker on
 // cfg.TaskQueue with Tollgate's interceptor, the LLM activities (for the
 // providers whose keys cfg sets), the agent workflows and what
 // cfg.Register registers. It
@@ -107,10 +108,10 @@ func Start(ctx context.Context, cfg Config, b Budgets, logger *slog.Logger) (w *
 }
 
 // withDefaults returns b with its zero fields' defaults: a zero Prices is
-// quota.ShippedPrices.
+// price.Shipped.
 func (b Budgets) withDefaults() Budgets {
 	if b.Prices.Len() == 0 {
-		b.Prices = quota.ShippedPrices()
+		b.Prices = price.Shipped()
 	}
 	return b
 }

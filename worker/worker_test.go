@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/internal/syncbuf"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/memory"
+	"github.com/tollgate/tollgate/quota/price"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
 	"github.com/tollgate/tollgate/workflows"
 )
@@ -89,9 +90,9 @@ func TestInterceptorOptionsCarryThePricesAndSpendFallbacks(t *testing.T) {
 	store, err := memory.New(b.Policies, memory.Options{})
 	require.NoError(t, err)
 	opts := interceptorOptions(Config{}, b.withDefaults(), store, meter, logger)
-	price, ok := opts.Prices.Lookup("openai", "ft-support-v2")
+	ft, ok := opts.Prices.Lookup("openai", "ft-support-v2")
 	require.True(t, ok, "the file's prices")
-	require.Equal(t, quota.Price{Input: 3_000_001, Output: 12_000_000}, price)
+	require.Equal(t, price.Price{Input: 3_000_001, Output: 12_000_000}, ft)
 	require.Equal(t, []quota.Key{{Provider: "openai", Account: "team-a", Model: "gpt-4o", Tenant: "acme"}}, opts.FallbackWhenSpent)
 	_, err = interceptor.New(opts)
 	require.NoError(t, err)
@@ -99,8 +100,8 @@ func TestInterceptorOptionsCarryThePricesAndSpendFallbacks(t *testing.T) {
 	none, err := memory.New(quota.Policies{}, memory.Options{})
 	require.NoError(t, err)
 	opts = interceptorOptions(Config{}, Budgets{}.withDefaults(), none, meter, logger)
-	require.Equal(t, quota.ShippedPrices().Len(), opts.Prices.Len())
-	want, _ := quota.ShippedPrices().Lookup("anthropic", "claude-sonnet-4-5")
+	require.Equal(t, price.Shipped().Len(), opts.Prices.Len())
+	want, _ := price.Shipped().Lookup("anthropic", "claude-sonnet-4-5")
 	got, ok := opts.Prices.Lookup("anthropic", "claude-sonnet-4-5")
 	require.True(t, ok, "the shipped prices without a policies file")
 	require.Equal(t, want, got)

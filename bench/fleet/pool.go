@@ -9,11 +9,12 @@ import (
 
 	"github.com/tollgate/tollgate/activities"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/pool"
 	"github.com/tollgate/tollgate/testsuite/llmsim"
 )
 
 // A pool run (-pool N) has each setup's model served by a pool of N
-// members (quota.Pools): N accounts of the provider, each with its own key
+// members (pool.Set): N accounts of the provider, each with its own key
 // and the whole limit, which llmsim enforces per account. The agents call
 // the pool's model; Tollgate admits each call on the member that can run
 // it soonest and runs it with that member's key. Halfway through the load
@@ -42,10 +43,10 @@ func memberKey(i int, model string) quota.Key {
 // budgets returns the policies of the setup's model and, in a pool run
 // (l.Pool members), the pool serving it: one member per account, each with
 // the provider's limit.
-func budgets(l limits, model string) (quota.Policies, quota.Pools, error) {
+func budgets(l limits, model string) (quota.Policies, pool.Set, error) {
 	if l.Pool == 0 {
 		ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{{Provider: activities.Anthropic, Model: model}: l.policy()})
-		return ps, quota.Pools{}, err
+		return ps, pool.Set{}, err
 	}
 	m := make(map[quota.Key]quota.Policy, l.Pool)
 	members := make([]quota.Key, l.Pool)
@@ -55,9 +56,9 @@ func budgets(l limits, model string) (quota.Policies, quota.Pools, error) {
 	}
 	ps, err := quota.NewPolicies(m)
 	if err != nil {
-		return ps, quota.Pools{}, err
+		return ps, pool.Set{}, err
 	}
-	pools, err := quota.NewPools(ps, map[quota.Key][]quota.Key{{Provider: activities.Anthropic, Model: model}: members})
+	pools, err := pool.New(ps, map[quota.Key][]quota.Key{{Provider: activities.Anthropic, Model: model}: members})
 	return ps, pools, err
 }
 

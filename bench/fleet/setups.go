@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/interceptor"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/memory"
+	"github.com/tollgate/tollgate/quota/pool"
 	"github.com/tollgate/tollgate/quota/redis"
 )
 
@@ -95,7 +96,7 @@ func (l limits) perSecond() float64 { return float64(l.Requests) / l.Period.Seco
 
 // governed returns worker options with the slot counter outermost and
 // Tollgate's interceptor on store (and pools) inside it.
-func governed(store quota.Store, pools quota.Pools, counter *slots, closeFn func(), wait bool) (worker.Options, func(), error) {
+func governed(store quota.Store, pools pool.Set, counter *slots, closeFn func(), wait bool) (worker.Options, func(), error) {
 	ic, err := interceptor.New(interceptor.Options{
 		Store:          store,
 		Pools:          pools,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/quota/memory"
+	"github.com/tollgate/tollgate/quota/pool"
 	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/quota/storekit"
 )
@@ -70,7 +71,7 @@ func status(ctx context.Context, cfg config, out io.Writer, logger *slog.Logger)
 // account's line, a second table says what each tenant has in it (see
 // writeLines); when the policies name pools, a last one lists each pool's
 // members and whether each can take calls (see writePools).
-func writeStatus(ctx context.Context, out io.Writer, store quota.Store, ps quota.Policies, pools quota.Pools) error {
+func writeStatus(ctx context.Context, out io.Writer, store quota.Store, ps quota.Policies, pools pool.Set) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tAXIS\tCAPACITY\tBURST\tAVAILABLE\tFILL\tESTIMATE\tNOTE")
 	var lines []quota.Snapshot
@@ -142,7 +143,7 @@ func writeSpend(w io.Writer, k quota.Key, l quota.AxisLevel, note string) {
 // paused or closed (a member a call is never admitted on until then). The
 // member that served each call is counted by tollgate.pool.calls. It
 // prints nothing when there are no pools.
-func writePools(ctx context.Context, out io.Writer, store quota.Store, pools quota.Pools) error {
+func writePools(ctx context.Context, out io.Writer, store quota.Store, pools pool.Set) error {
 	if pools.Len() == 0 {
 		return nil
 	}

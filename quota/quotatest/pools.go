@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/pool"
 )
 
 // poolEnv is a store holding a pool's members, each its own budget.
@@ -32,17 +33,17 @@ func (s suite) setupPool(t *testing.T, name string, policies ...quota.Policy) *p
 	e := s.setupKeys(t, members[0], m, start())
 	ps, err := quota.NewPolicies(m)
 	require.NoError(t, err)
-	_, err = quota.NewPools(ps, map[quota.Key][]quota.Key{s.key(name): members})
+	_, err = pool.New(ps, map[quota.Key][]quota.Key{s.key(name): members})
 	require.NoError(t, err, "the pool is valid")
 	return &poolEnv{env: e, members: members}
 }
 
 // admit admits ticket on the pool, asking members[first] first, and
 // requires it to land on member want with the decision d.
-func (p *poolEnv) admit(ticket string, cost quota.Cost, first, want int, d quota.Decision) quota.PoolAdmission {
+func (p *poolEnv) admit(ticket string, cost quota.Cost, first, want int, d quota.Decision) pool.Admission {
 	p.t.Helper()
-	a, err := quota.AdmitPool(p.ctx, p.store, p.members, quota.Reservation{Key: p.members[0], Ticket: ticket, Cost: cost}, first)
-	require.NoError(p.t, err, "AdmitPool(%s)", ticket)
+	a, err := pool.Admit(p.ctx, p.store, p.members, quota.Reservation{Key: p.members[0], Ticket: ticket, Cost: cost}, first)
+	require.NoError(p.t, err, "pool.Admit(%s)", ticket)
 	require.Equal(p.t, want, a.Index, "%s: member of %+v", ticket, a)
 	require.Equal(p.t, p.members[want], a.Member, "%s: member key", ticket)
 	requireDecision(p.t, d, a.Decision, ticket)
@@ -148,9 +149,9 @@ func testPoolOversize(t *testing.T, s suite) {
 		quota.Policy{Limits: []quota.Limit{quota.PerMinute(tk, 1000).WithBurst(time.Minute)}})
 	p.admit("a", tokens(500), 0, 1, granted)
 	p.levelsOf(tk, 100, 500)
-	_, err := quota.AdmitPool(p.ctx, p.store, p.members, quota.Reservation{Key: p.members[0], Ticket: "b", Cost: tokens(5000)}, 0)
+	_, err := pool.Admit(p.ctx, p.store, p.members, quota.Reservation{Key: p.members[0], Ticket: "b", Cost: tokens(5000)}, 0)
 	require.ErrorIs(t, err, quota.ErrOversize)
-	_, err = quota.AdmitPool(p.ctx, p.store, p.members, quota.Reservation{Key: p.members[0], Cost: tokens(1)}, 0)
+	_, err = pool.Admit(p.ctx, p.store, p.members, quota.Reservation{Key: p.members[0], Cost: tokens(1)}, 0)
 	require.ErrorIs(t, err, quota.ErrInvalid, "no ticket")
 }
 
@@ -222,7 +223,7 @@ func testPoolConcurrent(t *testing.T, s suite) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a, err := quota.AdmitPool(p.ctx, p.store, p.members, quota.Reservation{Key: p.members[0], Ticket: "t" + strconv.Itoa(i), Cost: reqs(1)}, i%len(p.members))
+			a, err := pool.Admit(p.ctx, p.store, p.members, quota.Reservation{Key: p.members[0], Ticket: "t" + strconv.Itoa(i), Cost: reqs(1)}, i%len(p.members))
 			if !assert.NoError(t, err) {
 				return
 			}

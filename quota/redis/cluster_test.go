@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/pool"
 	"github.com/tollgate/tollgate/quota/quotatest"
 	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/testsuite/redistest"
@@ -90,7 +91,7 @@ func TestClusterKeysShareASlot(t *testing.T) {
 }
 
 // TestClusterPoolMembersOnDifferentMasters: a pool's members keep their
-// budgets in their own slots, on different masters, and AdmitPool admits
+// budgets in their own slots, on different masters, and pool.Admit admits
 // across them, each member's Reserve one script run on its own slot.
 func TestClusterPoolMembersOnDifferentMasters(t *testing.T) {
 	rdb := redistest.StartCluster(t).Client()
@@ -104,17 +105,17 @@ func TestClusterPoolMembersOnDifferentMasters(t *testing.T) {
 	}
 	ps, err := quota.NewPolicies(policies)
 	require.NoError(t, err)
-	_, err = quota.NewPools(ps, map[quota.Key][]quota.Key{{Provider: "openai", Model: "gpt-4o"}: members})
+	_, err = pool.New(ps, map[quota.Key][]quota.Key{{Provider: "openai", Model: "gpt-4o"}: members})
 	require.NoError(t, err)
 	s, err := redis.New(rdb, ps, redis.Options{})
 	require.NoError(t, err)
 	for i := range members {
-		a, err := quota.AdmitPool(ctx, s, members, quota.Reservation{Key: members[0], Ticket: "wf/run/" + accounts[i], Cost: quota.Cost{Requests: 1}}, 0)
+		a, err := pool.Admit(ctx, s, members, quota.Reservation{Key: members[0], Ticket: "wf/run/" + accounts[i], Cost: quota.Cost{Requests: 1}}, 0)
 		require.NoError(t, err)
 		require.Equal(t, quota.Granted, a.Decision.Outcome, "call %d", i)
 		require.Equal(t, i, a.Index, "call %d runs on the first member with room", i)
 	}
-	a, err := quota.AdmitPool(ctx, s, members, quota.Reservation{Key: members[0], Ticket: "wf/run/late", Cost: quota.Cost{Requests: 1}}, 0)
+	a, err := pool.Admit(ctx, s, members, quota.Reservation{Key: members[0], Ticket: "wf/run/late", Cost: quota.Cost{Requests: 1}}, 0)
 	require.NoError(t, err)
 	require.Equal(t, quota.Queued, a.Decision.Outcome, "every member is full")
 

@@ -1,4 +1,4 @@
-package quota_test
+package pool_test
 
 import (
 	"testing"
@@ -7,9 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/pool"
 )
 
-func TestNewPoolsErrors(t *testing.T) {
+func TestNewErrors(t *testing.T) {
 	lim := quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10)}}
 	east := quota.Key{Provider: "openai", Account: "east", Model: "gpt-4o"}
 	west := quota.Key{Provider: "openai", Account: "west", Model: "gpt-4o"}
@@ -19,37 +20,37 @@ func TestNewPoolsErrors(t *testing.T) {
 	shared.Models = []string{"gpt-4o-2024"}
 	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{east: shared, west: lim, claude: lim})
 	require.NoError(t, err)
-	pool := quota.Key{Provider: "openai", Model: "gpt-4o"}
+	key := quota.Key{Provider: "openai", Model: "gpt-4o"}
 	for _, c := range []struct {
 		name  string
 		pools map[quota.Key][]quota.Key
 		field string
 	}{
-		{"empty", map[quota.Key][]quota.Key{pool: nil}, "members"},
+		{"empty", map[quota.Key][]quota.Key{key: nil}, "members"},
 		{"tenant pool", map[quota.Key][]quota.Key{{Provider: "openai", Model: "gpt-4o", Tenant: "acme"}: {east}}, "key.tenant"},
 		{"pool with a policy", map[quota.Key][]quota.Key{east: {west}}, "key"},
-		{"member without policy", map[quota.Key][]quota.Key{pool: {east, {Provider: "openai", Account: "north", Model: "gpt-4o"}}}, "members[1]"},
-		{"other provider", map[quota.Key][]quota.Key{pool: {east, claude}}, "members[1].provider"},
-		{"one budget twice", map[quota.Key][]quota.Key{pool: {east, alias}}, "members[1]"},
-		{"bad member", map[quota.Key][]quota.Key{pool: {{Provider: "openai", Model: ""}}}, "members[0].model"},
-		{"member tenant", map[quota.Key][]quota.Key{pool: {{Provider: "openai", Account: "east", Model: "gpt-4o", Tenant: "x"}}}, "members[0].tenant"},
-		{"nested pool", map[quota.Key][]quota.Key{pool: {east}, {Provider: "openai", Model: "p2"}: {pool}}, "members[0]"},
+		{"member without policy", map[quota.Key][]quota.Key{key: {east, {Provider: "openai", Account: "north", Model: "gpt-4o"}}}, "members[1]"},
+		{"other provider", map[quota.Key][]quota.Key{key: {east, claude}}, "members[1].provider"},
+		{"one budget twice", map[quota.Key][]quota.Key{key: {east, alias}}, "members[1]"},
+		{"bad member", map[quota.Key][]quota.Key{key: {{Provider: "openai", Model: ""}}}, "members[0].model"},
+		{"member tenant", map[quota.Key][]quota.Key{key: {{Provider: "openai", Account: "east", Model: "gpt-4o", Tenant: "x"}}}, "members[0].tenant"},
+		{"nested pool", map[quota.Key][]quota.Key{key: {east}, {Provider: "openai", Model: "p2"}: {key}}, "members[0]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := quota.NewPools(ps, c.pools)
+			_, err := pool.New(ps, c.pools)
 			var inv *quota.InvalidError
 			require.ErrorAs(t, err, &inv)
 			require.Equal(t, c.field, inv.Field, "%v", err)
 		})
 	}
-	pools, err := quota.NewPools(ps, map[quota.Key][]quota.Key{pool: {west, east}})
+	pools, err := pool.New(ps, map[quota.Key][]quota.Key{key: {west, east}})
 	require.NoError(t, err)
 	members, ok := pools.Members(quota.Key{Provider: "openai", Model: "gpt-4o", Tenant: "acme"})
 	require.True(t, ok)
 	require.Equal(t, []quota.Key{{Provider: "openai", Account: "west", Model: "gpt-4o", Tenant: "acme"}, {Provider: "openai", Account: "east", Model: "gpt-4o", Tenant: "acme"}}, members)
 	_, ok = pools.Members(west)
 	require.False(t, ok)
-	require.Equal(t, []quota.Key{pool}, pools.Keys())
+	require.Equal(t, []quota.Key{key}, pools.Keys())
 }
 
 func TestSharedModels(t *testing.T) {
