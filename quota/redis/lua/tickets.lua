@@ -45,13 +45,15 @@ end
 
 -- saveTicket writes t, whose fields are strings, to expire at expiry
 -- (formatted as x, if given), and keeps the call's queue zsets in step: a
--- queued ticket is their member until expiry, a granted one is not.
-local function saveTicket(t, id, expiry, x)
+-- queued ticket is their member until expiry, a granted one is not. fresh
+-- says t was never written: a grant then has no member to take out.
+local function saveTicket(t, id, expiry, x, fresh)
   x = x or fmt(expiry)
   t.x = x
   redis.call('SET', T, t.s .. ' ' .. t.m .. ' ' .. x .. ' ' .. t.a .. ' ' .. t.c1 .. ' ' .. t.c2 .. ' ' .. t.c3 .. ' ' ..
     t.c4 .. ' ' .. t.w .. ' ' .. t.n .. ' ' .. t.g .. ' ' .. t.q,
     'PX', fmt(math.ceil((expiry - now) / 1000) + TICKET_GRACE))
+  if fresh and t.s ~= 'q' then return end
   local m = member(t, id)
   for _, b in ipairs(budgets) do
     if t.s == 'q' then
@@ -214,7 +216,7 @@ local function lease(t, ticketID, fresh, grantTTL, queueTTL, low)
     end
   end
   t.s = 'g'
-  saveTicket(t, ticketID, exp, x)
+  saveTicket(t, ticketID, exp, x, fresh)
   return reply(1, wait, 0, 0, nil, leased and exp or nil, t, exp)
 end
 
