@@ -244,7 +244,7 @@ func (ks *keyState) args(now string, tenant string, weight any, local time.Time,
 	args = append(args, ks.static...)
 	args = append(args, daily...)
 	args = append(args, ks.name)
-	for _, v := range ks.views {
+	for _, v := range ks.views { // where decidedIn finds them
 		args = append(args, v.epoch.Load())
 	}
 	for _, v := range ks.views {
@@ -253,6 +253,23 @@ func (ks *keyState) args(now string, tenant string, weight any, local time.Time,
 		}
 	}
 	return args
+}
+
+// decidedIn returns the epochs of ks's budgets, root first ("" for no
+// second), that a call with ARGV args was decided in: each the one its reply
+// names (epochs, as remember takes them), else the one the call passed. It
+// is the grant's proof (see grants), which no other call's reply may
+// change: the view's epoch may move on between the call and its reply.
+func (ks *keyState) decidedIn(args []any, epochs []any) [2]any {
+	passed := args[3+len(ks.static)+dailySpan*len(ks.zones)+1:]
+	proofs := [2]any{"", ""}
+	for i := range ks.views {
+		proofs[i] = passed[i]
+		if e, ok := epochs[i].(string); ok && e != "" {
+			proofs[i] = e
+		}
+	}
+	return proofs
 }
 
 // observations appends obs to args as the script's observe reads them (a

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/quota"
@@ -263,4 +264,72 @@ func TestPlaceholdersHoldForTheirBudgetsLeaseTTL(t *testing.T) {
 	_, err = e.store.Renew(e.ctx, gpt4o, "u2", 0)
 	require.ErrorIs(t, err, quota.ErrUnknownTicket, "u2's placeholder lapsed unclaimed with the account's TTL")
 	require.Equal(t, quota.Granted, e.reserveOn(e.store, vip, "v3", oneRequest).Outcome, "u1 lapsed too; the slots are free")
+}
+
+// lossBeforeReply is a client hook that, once armed, runs between a
+// script's run and its reply being read: it loses the state and lets
+// another call through, as a replica's other goroutines may.
+type lossBeforeReply struct {
+	mu    sync.Mutex
+	armed func()
+}
+
+func (h *lossBeforeReply) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h *lossBeforeReply) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+func (h *lossBeforeReply) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		h.mu.Lock()
+		f := h.armed
+		h.armed = nil
+		h.mu.Unlock()
+		if f != nil {
+			f()
+		}
+		return err
+	}
+}
+
+// TestGrantProvesTheEpochItWasMadeIn: a grant's proof is the epoch it was
+// decided in, even when, before its reply is read, another call of the
+// same Store finds the state lost and recovers it: the grant then settles
+// on the placeholder kept for it instead of being told its ticket is
+// unknown.
+func TestGrantProvesTheEpochItWasMadeIn(t *testing.T) {
+	ps := policies(t, quota.Policy{Limits: []quota.Limit{quota.Concurrent(2)}})
+	srv := redistest.StartServer(t)
+	rdb := srv.Client()
+	hook := &lossBeforeReply{}
+	rdb.AddHook(hook)
+	s, err := redis.New(rdb, ps, redis.Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	one := quota.Cost{Requests: 1}
+	grant := func(ticket string) {
+		t.Helper()
+		d, err := s.Reserve(ctx, quota.Reservation{Key: gpt4o, Ticket: ticket, Cost: one})
+		require.NoError(t, err)
+		require.Equal(t, quota.Granted, d.Outcome, ticket)
+	}
+	grant("before") // the Store now knows the state's epoch
+
+	hook.mu.Lock()
+	hook.armed = func() {
+		require.NoError(t, srv.Client().FlushAll(ctx).Err())
+		// Finds the state lost: the Store's view moves to the new epoch,
+		// and the call waits, the slots held for the calls in flight.
+		d, err := s.Reserve(ctx, quota.Reservation{Key: gpt4o, Ticket: "recovers", Cost: one})
+		require.NoError(t, err)
+		require.Equal(t, quota.ConcurrencyFull, d.Reason)
+	}
+	hook.mu.Unlock()
+	grant("raced") // decided before the loss; its reply is read after the recovery
+
+	require.NoError(t, s.Settle(ctx, quota.Settlement{Key: gpt4o, Ticket: "raced", Actual: one}),
+		"raced was granted before the loss: its slot is one of the placeholders")
+	require.NoError(t, s.Settle(ctx, quota.Settlement{Key: gpt4o, Ticket: "before", Actual: one}),
+		"before was granted before the loss too")
+	grant("recovers") // both slots given back
 }

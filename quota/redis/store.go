@@ -140,11 +140,12 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 	if err != nil {
 		return quota.Decision{}, s.fail("reserve", ks.key, reserveScript, err)
 	}
-	return s.decision(ks, res, local, r)
+	return s.decision(ks, args, res, local, r)
 }
 
-// decision reads the script's reserve reply to r.
-func (s *Store) decision(ks *keyState, res []any, local time.Time, r quota.Reservation) (quota.Decision, error) {
+// decision reads the script's reserve reply res to r, which ran with ARGV
+// args.
+func (s *Store) decision(ks *keyState, args, res []any, local time.Time, r quota.Reservation) (quota.Decision, error) {
 	op := "reserve " + ks.key.String()
 	if len(res) > 0 && res[0] == int64(0) {
 		o, err := decodeOversize(op, res)
@@ -192,7 +193,7 @@ func (s *Store) decision(ks *keyState, res []any, local time.Time, r quota.Reser
 	}
 	if d.Outcome == quota.Granted { // a grant's wait is its start
 		d.Start, d.Wait = d.Wait, 0
-		s.granted.add(ks, r.Ticket, d.GrantLeft)
+		s.granted.add(ks, r.Ticket, ks.decidedIn(args, rep.epochs), d.GrantLeft)
 	}
 	return d, nil
 }

@@ -100,12 +100,10 @@ type grant struct {
 // lapsed ones.
 const pruneEvery = 1024
 
-// add records the grant of ticket on ks's root, living ttl.
-func (g *grants) add(ks *keyState, ticket string, ttl time.Duration) {
-	p := grant{proofs: [2]any{ks.views[0].epoch.Load(), ""}, expires: time.Now().Add(ttl)}
-	if len(ks.views) > 1 {
-		p.proofs[1] = ks.views[1].epoch.Load()
-	}
+// add records the grant of ticket on ks's root, made in the epochs proofs
+// (keyState.decidedIn), living ttl.
+func (g *grants) add(ks *keyState, ticket string, proofs [2]any, ttl time.Duration) {
+	p := grant{proofs: proofs, expires: time.Now().Add(ttl)}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.m == nil {
