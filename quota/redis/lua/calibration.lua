@@ -40,6 +40,10 @@ local function learn(sample, minR, maxR, half)
   if v > maxR then v = maxR end
   local at = nowS
   if st['et'] and tonumber(st['et']) > now then at = st['et'] end
-  redis.call('HSET', root.S, 'er', fmt(v), 'et', at, 'e1', fmt(s), 'e2', st['e1'] or '')
+  local e1 = st['e1'] or ''
+  put(root, 'er', fmt(v))
+  put(root, 'et', at)
+  put(root, 'e1', fmt(s))
+  put(root, 'e2', e1)
 end
 

@@ -17,7 +17,7 @@ if not t then
   for _, b in ipairs(budgets) do
     if b.conc then redis.call('ZREM', b.L, ticketID) end
   end
-  return 0
+  return done(0)
 end
 local m = member(t, ticketID)
 local c = t.cost
@@ -30,4 +30,4 @@ for _, b in ipairs(budgets) do
 end
 unline(m)
 redis.call('DEL', T)
-return 1
+return done(1)

@@ -103,7 +103,8 @@ end
 -- conc its concurrency axis, daily whether it has daily axes and nd how
 -- many, pu/pr its pause's end and reason, paused; ep its state's epoch,
 -- known the one the caller saw and seen the caller's view of its daily
--- windows; mb/mr its margin (the root's counts).
+-- windows; mb/mr its margin (the root's counts); w the writes to its state
+-- hash not yet made, nw their number (see put).
 -- Each axis: id and kind as passed, cap (the adopted one if it counts, see
 -- the package doc), conf the configured capacity as passed, period µs
 -- (buckets only), ci its cost part (none for concurrency), st its budget's
@@ -119,7 +120,7 @@ local function budget(Sk, Lk, Qk)
   local b = {S = Sk, L = Lk, Q = Qk, st = st, prio = tonumber(prio), adopts = adopts == '1',
     leaseTTL = tonumber(leaseTTL), n = tonumber(n), axes = {}, conc = nil, daily = false, nd = 0,
     pu = pu, pr = st['pr'], paused = pu > now, ep = st['ep'], known = nil, seen = {},
-    mb = tonumber(st['mb'] or '') or 1, mr = tonumber(st['mr'] or '') or 1}
+    mb = tonumber(st['mb'] or '') or 1, mr = tonumber(st['mr'] or '') or 1, w = {}, nw = 0}
   for k = 1, b.n do
     local id, kind, conf, p, bs = args(5)
     if kind == BUCKET and p ~= lastP then
@@ -144,9 +145,43 @@ local function budget(Sk, Lk, Qk)
   return b
 end
 
+-- put writes v to field k of budget b's state: to st at once, and to the
+-- state hash with every other write of the operation, in one HSET when it
+-- ends (done). A hash written once costs one command, where each part of
+-- an operation writing its own fields would cost one each.
+local function put(b, k, v)
+  b.st[k] = v
+  local n = b.nw
+  b.w[n + 1], b.w[n + 2] = k, v
+  b.nw = n + 2
+end
+
+-- flush makes budget b's pending writes.
+local function flush(b)
+  if b.nw > 0 then
+    redis.call('HSET', b.S, unpack(b.w, 1, b.nw))
+    b.nw = 0
+  end
+end
+
+-- drop deletes fields of budget b's state, after the writes before it.
+local function drop(b, ...)
+  flush(b)
+  redis.call('HDEL', b.S, ...)
+  for _, k in ipairs({...}) do b.st[k] = nil end
+end
+
 local root = budget(S, L, Q)
 local own
 if nBudgets == '2' then own = budget(KEYS[8], KEYS[9], KEYS[10]) end
+
+-- done makes the operation's pending writes and returns r: every reply of
+-- an operation that writes passes through it.
+local function done(r)
+  flush(root)
+  if own then flush(own) end
+  return r
+end
 -- budgets lists the call's budgets, the tenant's first; target is the one
 -- its key names (Pause, Observe, Snapshot).
 local budgets = {root}
@@ -226,7 +261,6 @@ end
 -- day: a new day owes nothing for an estimate made the day before.
 -- Refunds never lift a bucket above its capacity nor a window below zero.
 local function adjust(b, delta, at)
-  local hs, h = {}, 0
   for k = 1, b.n do
     local a = b.axes[k]
     local c = a.ci and delta[a.ci]
@@ -234,20 +268,16 @@ local function adjust(b, delta, at)
     if a.kind == BUCKET and c then
       local l = (a.lv or level(a)) - c
       if c < 0 and l > a.burst then l = a.burst end
-      local lk, tk = 'l' .. a.id, 't' .. a.id
-      b.st[lk], b.st[tk] = fmt(l), stamp(a)
-      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = lk, b.st[lk], tk, b.st[tk]
-      h = h + 4
+      local ts = stamp(a)
+      put(b, 'l' .. a.id, fmt(l))
+      put(b, 't' .. a.id, ts)
     elseif a.kind == DAILY and c then
       local u = used(a) + c
       if u < 0 then u = 0 end
-      local wk, dk = 'w' .. a.id, 'd' .. a.id
-      b.st[wk], b.st[dk] = fmt(a.ws), fmt(u)
-      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = wk, b.st[wk], dk, b.st[dk]
-      h = h + 4
+      put(b, 'w' .. a.id, fmt(a.ws))
+      put(b, 'd' .. a.id, fmt(u))
     end
   end
-  if h > 0 then redis.call('HSET', b.S, unpack(hs)) end
 end
 
 -- observe applies to budget b what a provider reported, read from the
@@ -256,8 +286,6 @@ end
 -- the policy's, recorded with the configured capacity it was adopted under.
 local function observe(b)
   local m = tonumber(arg())
-  local hs = {}
-  local st = b.st
   for _ = 1, m do
     local id, adopt, rem = args(3)
     adopt, rem = tonumber(adopt), tonumber(rem)
@@ -268,29 +296,27 @@ local function observe(b)
           local l = level(a)
           if adopt > 0 then
             a.cap, a.rate, a.burst = adopt, adopt / a.period * b.mr, adopt * a.bs * b.mb
-            hs[#hs + 1] = 'c' .. id; hs[#hs + 1] = fmt(adopt)
-            hs[#hs + 1] = 'o' .. id; hs[#hs + 1] = a.conf
+            put(b, 'c' .. id, fmt(adopt))
+            put(b, 'o' .. id, a.conf)
             if l > a.burst then l = a.burst end
           end
           if rem >= 0 and rem < l then l = rem end
-          st['l' .. id], st['t' .. id] = fmt(l), stamp(a)
-          hs[#hs + 1] = 'l' .. id; hs[#hs + 1] = st['l' .. id]
-          hs[#hs + 1] = 't' .. id; hs[#hs + 1] = st['t' .. id]
+          local ts = stamp(a)
+          put(b, 'l' .. id, fmt(l))
+          put(b, 't' .. id, ts)
         elseif a.kind == DAILY then
           if adopt > 0 then
             a.cap = adopt
-            hs[#hs + 1] = 'c' .. id; hs[#hs + 1] = fmt(adopt)
-            hs[#hs + 1] = 'o' .. id; hs[#hs + 1] = a.conf
+            put(b, 'c' .. id, fmt(adopt))
+            put(b, 'o' .. id, a.conf)
           end
           local u = used(a)
           if rem >= 0 and a.cap - rem > u then u = a.cap - rem end
-          st['w' .. id], st['d' .. id] = fmt(a.ws), fmt(u)
-          hs[#hs + 1] = 'w' .. id; hs[#hs + 1] = st['w' .. id]
-          hs[#hs + 1] = 'd' .. id; hs[#hs + 1] = st['d' .. id]
+          put(b, 'w' .. id, fmt(a.ws))
+          put(b, 'd' .. id, fmt(u))
         end
       end
     end
   end
-  if #hs > 0 then redis.call('HSET', b.S, unpack(hs)) end
 end
 

@@ -23,7 +23,6 @@ end
 -- burst, and only to a gate not dated past now, or dated at own, the
 -- start being given back), and keeps its st current.
 local function gate(cost, wait, sign, own)
-  local hs, h = {}, 0
   for k = 1, root.n do
     local a = root.axes[k]
     local c = a.kind == BUCKET and cost[a.ci] or 0
@@ -40,13 +39,10 @@ local function gate(cost, wait, sign, own)
     if c ~= 0 then
       local l = gateLevel(a, at) - sign * c
       if l > a.burst then l = a.burst end
-      local gk, hk = 'g' .. a.id, 'h' .. a.id
-      a.st[gk], a.st[hk] = fmt(l), fmt(at)
-      hs[h + 1], hs[h + 2], hs[h + 3], hs[h + 4] = gk, a.st[gk], hk, a.st[hk]
-      h = h + 4
+      put(root, 'g' .. a.id, fmt(l))
+      put(root, 'h' .. a.id, fmt(at))
     end
   end
-  if h > 0 then redis.call('HSET', root.S, unpack(hs)) end
 end
 
 -- start charges cost to the root's gates and returns the µs until the
@@ -76,17 +72,15 @@ local function start(cost)
   -- not, so a grant the gates start later owes the buckets the time it
   -- waits, and the calls behind it in line wait as long.
   if wait > 0 then
-    local hs = {}
     for k = 1, root.n do
       local a = root.axes[k]
       if a.kind == BUCKET then
-        local lk, tk = 'l' .. a.id, 't' .. a.id
-        a.st[lk], a.st[tk] = fmt(level(a) - a.rate * wait), stamp(a)
+        local l, ts = level(a) - a.rate * wait, stamp(a)
+        put(root, 'l' .. a.id, fmt(l))
+        put(root, 't' .. a.id, ts)
         a.lv = nil
-        hs[#hs + 1], hs[#hs + 2], hs[#hs + 3], hs[#hs + 4] = lk, a.st[lk], tk, a.st[tk]
       end
     end
-    redis.call('HSET', root.S, unpack(hs))
   end
   return wait
 end
@@ -96,7 +90,7 @@ end
 -- after it wait for; a new burst moves the level by as much as the burst
 -- moves) and refill at the new rate after.
 local function remargin(mb, mr)
-  local hs = {'mb', fmt(mb), 'mr', fmt(mr)}
+  local writes = {}
   for k = 1, root.n do
     local a = root.axes[k]
     if a.kind == BUCKET then
@@ -106,17 +100,19 @@ local function remargin(mb, mr)
       if a.st[lk] then
         local l = level(a) + delta
         if l > burst then l = burst end
-        hs[#hs + 1], hs[#hs + 2], hs[#hs + 3], hs[#hs + 4] = lk, fmt(l), tk, stamp(a)
+        writes[#writes + 1], writes[#writes + 2], writes[#writes + 3], writes[#writes + 4] = lk, fmt(l), tk, stamp(a)
       end
       local ts = tonumber(a.st['h' .. a.id] or '')
       if ts then
         local at = ts > now and ts or now
         local g = gateLevel(a, at) + delta
         if g > burst then g = burst end
-        hs[#hs + 1], hs[#hs + 2], hs[#hs + 3], hs[#hs + 4] = 'g' .. a.id, fmt(g), 'h' .. a.id, fmt(at)
+        writes[#writes + 1], writes[#writes + 2], writes[#writes + 3], writes[#writes + 4] = 'g' .. a.id, fmt(g), 'h' .. a.id, fmt(at)
       end
     end
   end
-  redis.call('HSET', root.S, unpack(hs))
+  put(root, 'mb', fmt(mb))
+  put(root, 'mr', fmt(mr))
+  for j = 1, #writes, 2 do put(root, writes[j], writes[j + 1]) end
 end
 

@@ -49,13 +49,9 @@ end
 -- totals: the root's q1..q5 and the tenant's entry in W.
 local function count(n, c, sign)
   local st = root.st
-  local hs = {}
   for k = 1, 5 do
-    st['q' .. k] = fmt((tonumber(st['q' .. k] or '') or 0) + sign * c[k])
-    hs[#hs + 1] = 'q' .. k
-    hs[#hs + 1] = st['q' .. k]
+    put(root, 'q' .. k, fmt((tonumber(st['q' .. k] or '') or 0) + sign * c[k]))
   end
-  redis.call('HSET', S, unpack(hs))
   local w = parts(redis.call('HGET', W, n))
   w[1] = w[1] + sign
   if w[1] <= 0 then
@@ -72,9 +68,7 @@ local function unline(m)
   if redis.call('ZREM', N, m) == 0 then return end
   if redis.call('ZCARD', N) == 0 then
     redis.call('DEL', F, W)
-    redis.call('HDEL', S, 'fv', 'fq', 'fb', 'q1', 'q2', 'q3', 'q4', 'q5')
-    local st = root.st
-    st['fv'], st['fq'], st['fb'], st['q1'], st['q2'], st['q3'], st['q4'], st['q5'] = nil, nil, nil, nil, nil, nil, nil, nil
+    drop(root, 'fv', 'fq', 'fb', 'q1', 'q2', 'q3', 'q4', 'q5')
     return
   end
   local p = parseMember(m)
@@ -223,6 +217,5 @@ local function setFinish(tag)
   if #drop > 0 then redis.call('HDEL', F, unpack(drop)) end
   bound = 2 * (#raw / 2 - #drop)
   if bound < FINISH_PRUNE then bound = FINISH_PRUNE end
-  root.st['fb'] = fmt(bound)
-  redis.call('HSET', S, 'fb', root.st['fb'])
+  put(root, 'fb', fmt(bound))
 end

@@ -8,4 +8,4 @@
 checkEpochs()
 sweepAll()
 observe(target)
-return 1
+return done(1)

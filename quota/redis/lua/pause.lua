@@ -21,6 +21,7 @@ if lesson and untilT > now and not root.paused then
   remargin(mb > MIN_BURST_MARGIN and mb or MIN_BURST_MARGIN, mr > MIN_RATE_MARGIN and mr or MIN_RATE_MARGIN)
 end
 if untilT > now and untilT > target.pu then
-  redis.call('HSET', target.S, 'pu', fmt(untilT), 'pr', reason)
+  put(target, 'pu', fmt(untilT))
+  put(target, 'pr', reason)
 end
-return 1
+return done(1)

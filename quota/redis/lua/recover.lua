@@ -58,7 +58,7 @@ end
 -- this caller saw.
 local function recover(b, lost)
   local st = b.st
-  local hs, j = {}, 0
+  local j = 0
   for k = 1, b.n do
     local a = b.axes[k]
     local id = a.id
@@ -66,40 +66,33 @@ local function recover(b, lost)
       j = j + 1
       local u, r = counted(b, a, j, lost)
       if u then
-        st['w' .. id], st['d' .. id] = fmt(a.ws), fmt(u)
-        hs[#hs + 1] = 'w' .. id; hs[#hs + 1] = st['w' .. id]
-        hs[#hs + 1] = 'd' .. id; hs[#hs + 1] = st['d' .. id]
+        put(b, 'w' .. id, fmt(a.ws))
+        put(b, 'd' .. id, fmt(u))
       end
-      if r then
-        st['r' .. id] = fmt(a.ws) .. ' ' .. fmt(r)
-        hs[#hs + 1] = 'r' .. id; hs[#hs + 1] = st['r' .. id]
-      end
+      if r then put(b, 'r' .. id, fmt(a.ws) .. ' ' .. fmt(r)) end
     elseif lost and a.kind == BUCKET then
       local l = st['l' .. id] and level(a) or 0
       if l > 0 then l = 0 end
-      st['l' .. id], st['t' .. id] = fmt(l), stamp(a)
-      hs[#hs + 1] = 'l' .. id; hs[#hs + 1] = st['l' .. id]
-      hs[#hs + 1] = 't' .. id; hs[#hs + 1] = st['t' .. id]
+      local ts = stamp(a)
+      put(b, 'l' .. id, fmt(l))
+      put(b, 't' .. id, ts)
     elseif lost then
       local rv = fmt(now + b.leaseTTL)
       local free = math.floor(a.cap) - redis.call('ZCOUNT', b.L, '(' .. nowS, '+inf')
       for q = 1, free do redis.call('ZADD', b.L, rv, PLACEHOLDER .. rv .. ' ' .. q) end
-      st['lp'], st['rv'] = fmt(free > 0 and free or 0), rv
-      hs[#hs + 1] = 'lp'; hs[#hs + 1] = st['lp']
-      hs[#hs + 1] = 'rv'; hs[#hs + 1] = rv
+      put(b, 'lp', fmt(free > 0 and free or 0))
+      put(b, 'rv', rv)
     end
   end
   if lost then
     if b == root and not b.ep then redis.call('DEL', N, F, W) end
     if not b.ep then b.ep = begin(b) end
     -- pe names the epoch lost: a grant made in it proves so (regrant).
-    st['ep'], st['ef'], st['pe'] = b.ep, nil, b.known
-    hs[#hs + 1] = 'ep'; hs[#hs + 1] = b.ep
-    hs[#hs + 1] = 'pe'; hs[#hs + 1] = b.known
-    hs[#hs + 1] = 'v'; hs[#hs + 1] = FORMAT
-    redis.call('HDEL', b.S, 'ef')
+    if st['ef'] then drop(b, 'ef') end
+    put(b, 'ep', b.ep)
+    put(b, 'pe', b.known)
+    put(b, 'v', FORMAT)
   end
-  if #hs > 0 then redis.call('HSET', b.S, unpack(hs)) end
 end
 
 -- checkEpochs recovers each budget whose state the caller finds lost, and
@@ -111,8 +104,9 @@ local function checkEpochs()
         recover(b, not b.ep or b.st['ef'] ~= nil)
       elseif not b.ep then
         b.ep = begin(b)
-        b.st['ep'], b.st['ef'] = b.ep, '1'
-        redis.call('HSET', b.S, 'ep', b.ep, 'ef', '1', 'v', FORMAT)
+        put(b, 'ep', b.ep)
+        put(b, 'ef', '1')
+        put(b, 'v', FORMAT)
       end
     end
   end
@@ -148,8 +142,7 @@ local function regrant(id, x, proofs)
   for _, b in ipairs(takes) do
     local lp = tonumber(b.st['lp'])
     redis.call('ZREM', b.L, PLACEHOLDER .. b.st['rv'] .. ' ' .. lp)
-    b.st['lp'] = fmt(lp - 1)
-    redis.call('HSET', b.S, 'lp', b.st['lp'])
+    put(b, 'lp', fmt(lp - 1))
   end
   for _, b in ipairs(budgets) do
     if b.conc then

@@ -21,14 +21,14 @@ sweepAll()
 local t, other = ticket()
 if other then return wrongTenant(other) end
 if not t then
-  if regrant(ticketID, fmt(exp), proofs) then return fmt(exp - now) end
-  return ''
+  if regrant(ticketID, fmt(exp), proofs) then return done(fmt(exp - now)) end
+  return done('')
 end
-if t.s ~= 'g' then return '' end
+if t.s ~= 'g' then return done('') end
 if tonumber(t.x) > exp then exp = tonumber(t.x) end
 local x = fmt(exp)
 for _, b in ipairs(budgets) do
   if b.conc then redis.call('ZADD', b.L, 'XX', x, ticketID) end
 end
 saveTicket(t, ticketID, exp, x)
-return fmt(exp - now)
+return done(fmt(exp - now))

@@ -31,7 +31,7 @@ for _, b in ipairs(budgets) do
   -- A call takes one concurrency slot: Low needs one below the reserve.
   local conc = b.conc
   if low and conc and conc.cap - conc.cap * b.prio < 1 then
-    return {0, tonumber(conc.id), 1, math.floor(conc.cap - conc.cap * b.prio), mine}
+    return done({0, tonumber(conc.id), 1, math.floor(conc.cap - conc.cap * b.prio), mine})
   end
   for k = 1, b.n do
     local a = b.axes[k]
@@ -39,7 +39,7 @@ for _, b in ipairs(budgets) do
       local c = cost[a.ci]
       local limit = a.cap
       if low then limit = a.cap - a.cap * b.prio end
-      if c > limit then return {0, tonumber(a.id), c, math.floor(limit), mine} end
+      if c > limit then return done({0, tonumber(a.id), c, math.floor(limit), mine}) end
     end
   end
 end
@@ -112,8 +112,7 @@ if t then
     -- Served: out of the line, its tag the line's virtual time.
     local v = tonumber(root.st['fv'] or '') or 0
     if tonumber(t.g) > v then
-      root.st['fv'] = t.g
-      redis.call('HSET', S, 'fv', t.g)
+      put(root, 'fv', t.g)
     end
     unline(member(t, ticketID))
     t.g = '-'
@@ -170,13 +169,13 @@ t = {s = 'q', m = wait == 0 and nowS or fmt(now + wait), a = waxis,
 if wait > 0 then
   -- In line, as its tenant's latest.
   t.g, t.q = fmt(tag), fmt(seq)
-  redis.call('HSET', S, 'fq', t.q)
+  put(root, 'fq', t.q)
   setFinish(tag)
   redis.call('ZADD', N, t.g, member(t, ticketID))
   count(tenant, cost, 1)
 elseif busy then
   -- Served at once, past a line: its tag is the line's virtual time.
-  if tag > v then redis.call('HSET', S, 'fv', fmt(tag)) end
+  if tag > v then put(root, 'fv', fmt(tag)) end
   setFinish(tag)
 end
 -- A place waits for its call grantTTL once mature; other queued

@@ -63,4 +63,4 @@ if counted and (root.mb < 1 or root.mr < 1) then
   local mb, mr = root.mb + BURST_GAIN, root.mr + RATE_GAIN
   remargin(mb < 1 and mb or 1, mr < 1 and mr or 1)
 end
-return held
+return done(held)

@@ -94,7 +94,7 @@ local function reply(outcome, wait, reason, axis, preason, lease, t, expiry)
       end
     end
   end
-  return r
+  return done(r)
 end
 
 -- today moves the daily charges of queued ticket t, charged on a day
@@ -119,9 +119,9 @@ local function today(t, id, low)
   if #moves == 0 then return nil end
   for _, m in ipairs(moves) do
     local b, a = m[1], m[2]
-    local wk, dk = 'w' .. a.id, 'd' .. a.id
-    b.st[wk], b.st[dk] = fmt(a.ws), fmt(used(a) + c[a.ci])
-    redis.call('HSET', b.S, wk, b.st[wk], dk, b.st[dk])
+    local u = used(a) + c[a.ci]
+    put(b, 'w' .. a.id, fmt(a.ws))
+    put(b, 'd' .. a.id, fmt(u))
   end
   -- Its queue members name the day it was charged in: they go with it.
   local old = member(t, id)
@@ -222,4 +222,4 @@ end
 
 -- wrongTenant is the reply to a call under a ticket reserved under tenant
 -- n, another tenant than the call's.
-local function wrongTenant(n) return {-1, string.sub(n, 2)} end
+local function wrongTenant(n) return done({-1, string.sub(n, 2)}) end
