@@ -142,13 +142,13 @@ type Limit struct {
 	built Kind
 }
 
-// MinPeriod is the shortest Period a Bucket may have: stores keep time in
+// minPeriod is the shortest Period a Bucket may have: stores keep time in
 // microseconds, and a shorter period would refill differently in each.
-const MinPeriod = time.Millisecond
+const minPeriod = time.Millisecond
 
 // Per returns a bucket limit of n units of axis per period (capacity n, refilled
 // continuously at n/period). axis must be Requests, Tokens, InputTokens or
-// OutputTokens, and period at least MinPeriod; otherwise Validate reports an
+// OutputTokens, and period at least a millisecond; otherwise Validate reports an
 // *InvalidError.
 func Per(axis Axis, n int64, period time.Duration) Limit {
 	return Limit{Axis: axis, Capacity: n, Period: period, built: Bucket}
@@ -245,7 +245,7 @@ func (l Limit) String() string {
 
 // Validate reports the first thing wrong with l as an *InvalidError naming the
 // field, or nil: an unknown axis, an axis its constructor cannot limit, a
-// capacity outside [1, 2^50], or a Bucket's period shorter than MinPeriod.
+// capacity outside [1, 2^50], or a Bucket's period shorter than a millisecond.
 func (l Limit) Validate() error {
 	if !l.Axis.Valid() {
 		return invalid("limit.axis", l.Axis.String(), "is not a known axis",
@@ -271,7 +271,7 @@ func (l Limit) Validate() error {
 			return invalid("limit."+l.Axis.String()+".period", l.Period.String(),
 				"must be positive", "use quota.PerMinute or a period such as 1m")
 		}
-		if l.Period < MinPeriod {
+		if l.Period < minPeriod {
 			return invalid("limit."+l.Axis.String()+".period", l.Period.String(),
 				"is shorter than a millisecond", "use a period of at least a millisecond, e.g. 1s with the capacity scaled to it")
 		}

@@ -115,16 +115,6 @@ func (p Policy) WithDefaults() Policy {
 	return p
 }
 
-// LeaseTTLFor returns how long a grant asked to live ttl does: ttl, unless
-// it is zero or more than p.LeaseTTL, which it is then. p has its defaults
-// (WithDefaults).
-func (p Policy) LeaseTTLFor(ttl time.Duration) time.Duration {
-	if ttl <= 0 || ttl > p.LeaseTTL {
-		return p.LeaseTTL
-	}
-	return ttl
-}
-
 // Validate reports an *InvalidError naming the first bad field of p, or nil.
 func (p Policy) Validate() error {
 	var seen [numAxes + 1]bool
@@ -260,12 +250,6 @@ func decimal(b []byte) (digits uint64, scale int) {
 	}
 	exp, _ := strconv.Atoi(string(b[e+1:]))
 	return digits, n - 1 - exp
-}
-
-// Reserved returns the part of an effective capacity kept from Low priority
-// callers.
-func (p Policy) Reserved(effective int64) float64 {
-	return float64(effective) * p.PriorityReserve
 }
 
 // Policies maps keys to their policies. Build it with NewPolicies; the zero

@@ -46,7 +46,6 @@ func TestPolicyDerived(t *testing.T) {
 
 	require.Equal(t, int64(850), p.Effective(1000))
 	require.Equal(t, int64(8), p.Effective(10), "rounded down")
-	require.InDelta(t, 170, p.Reserved(850), 1e-9)
 
 	d := quota.Policy{}.WithDefaults()
 	require.Equal(t, quota.DefaultMaxWait, d.MaxWait)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"time"
+
+	"github.com/tollgate/tollgate/quota/internal/tickets"
 )
 
 // Store keeps the budgets of a set of keys (its Policies) and decides, all or
@@ -153,7 +155,7 @@ func (r Reservation) Validate() error {
 	if r.Ticket == "" {
 		return invalid("ticket", "", "is empty", "pass a stable id for the caller, e.g. quota.TicketFor(namespace, workflow id, run id, activity id)")
 	}
-	if err := ValidateTicket(r.Ticket); err != nil {
+	if err := validateTicket(r.Ticket); err != nil {
 		return err
 	}
 	if r.LeaseTTL < 0 {
@@ -197,7 +199,7 @@ func (s Settlement) Validate() error {
 	if err := s.Key.Validate(); err != nil {
 		return err
 	}
-	if err := ValidateTicket(s.Ticket); err != nil {
+	if err := validateTicket(s.Ticket); err != nil {
 		return err
 	}
 	if err := s.Actual.Validate(); err != nil {
@@ -217,22 +219,18 @@ func (s Settlement) Validate() error {
 	return nil
 }
 
-// ValidateTicket reports an *InvalidError if ticket, given to Settle,
-// Cancel or Renew, is empty or longer than MaxTicketLen, or nil.
-func ValidateTicket(ticket string) error {
-	if ticket == "" {
-		return invalid("ticket", "", "is empty", "pass the ticket the call was reserved under")
-	}
-	if len(ticket) > MaxTicketLen {
-		return invalid("ticket", ticket[:32]+"…", "is longer than "+strconv.Itoa(MaxTicketLen)+" bytes",
-			"pass quota.TicketFor(…) of the identity instead: a fixed-length digest of it")
+// validateTicket reports an *InvalidError if ticket is empty or longer
+// than MaxTicketLen, or nil.
+func validateTicket(ticket string) error {
+	if value, problem, fix, bad := tickets.Check(ticket); bad {
+		return invalid("ticket", value, problem, fix)
 	}
 	return nil
 }
 
 // MaxTicketLen is the longest ticket a Store accepts, in bytes. Tickets
 // made by TicketFor are far shorter, whatever the identity's length.
-const MaxTicketLen = 512
+const MaxTicketLen = tickets.MaxLen
 
 // Outcome is what Reserve decided.
 type Outcome uint8

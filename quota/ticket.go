@@ -6,12 +6,12 @@ import (
 	"encoding/hex"
 )
 
-// TicketLen is the length of every ticket TicketFor returns, in bytes.
-const TicketLen = 2 * sha256.Size
+// ticketLen is the length of every ticket TicketFor returns, in bytes.
+const ticketLen = 2 * sha256.Size
 
 // TicketFor returns the ticket of the identity given by parts (for an
 // activity: its namespace, workflow id, run id and activity id): the
-// SHA-256 digest of the parts, in hex, so it is TicketLen bytes however long
+// SHA-256 digest of the parts, in hex, so it is 64 bytes however long
 // the parts are. Each part is prefixed with its length before hashing, so
 // ("a/b", "c") and ("a", "b/c") give different tickets. It is safe for
 // concurrent use.

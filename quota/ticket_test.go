@@ -24,7 +24,7 @@ func TestTicketForIsAFixedLengthDigest(t *testing.T) {
 		{},
 	} {
 		ticket := quota.TicketFor(parts...)
-		require.Len(t, ticket, quota.TicketLen, "%q", parts)
+		require.Len(t, ticket, 64, "%q: a SHA-256 digest in hex", parts)
 		require.LessOrEqual(t, len(ticket), quota.MaxTicketLen)
 		require.Equal(t, ticket, quota.TicketFor(parts...), "the same identity, the same ticket")
 		prev, dup := seen[ticket]

@@ -229,7 +229,7 @@ func (s *Store) Reserve(ctx context.Context, r quota.Reservation) (quota.Decisio
 // asks (its renewals succeed while the route is remembered).
 func (s *Store) openGrant(r quota.Reservation) quota.Decision {
 	_, p, _ := s.ps.Lookup(r.Key)
-	return quota.Decision{Outcome: quota.Granted, GrantLeft: p.LeaseTTLFor(r.LeaseTTL)}
+	return quota.Decision{Outcome: quota.Granted, GrantLeft: storekit.LeaseTTL(p.LeaseTTL, r.LeaseTTL)}
 }
 
 // Settle implements quota.Store. A ticket the fallback admitted settles
@@ -269,7 +269,7 @@ func (s *Store) Cancel(ctx context.Context, key quota.Key, ticket string) error 
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	if err := quota.ValidateTicket(ticket); err != nil {
+	if err := storekit.ValidateTicket(ticket); err != nil {
 		return err
 	}
 	if err := s.lookup(key); err != nil {
@@ -303,7 +303,7 @@ func (s *Store) Renew(ctx context.Context, key quota.Key, ticket string, ttl tim
 		s.remember(key, ticket, rt.local)
 		if !rt.local {
 			_, p, _ := s.ps.Lookup(key)
-			return p.LeaseTTLFor(ttl), nil
+			return storekit.LeaseTTL(p.LeaseTTL, ttl), nil
 		}
 		return s.local.Renew(ctx, key, ticket, ttl)
 	}

@@ -61,7 +61,7 @@ func newKeyState(k quota.Key, p quota.Policy) *keyState {
 // reserved is the part of capacity closed to priority.
 func (ks *keyState) reserved(priority quota.Priority, capacity int64) float64 {
 	if priority == quota.Low {
-		return ks.policy.Reserved(capacity)
+		return float64(capacity) * ks.policy.PriorityReserve
 	}
 	return 0
 }

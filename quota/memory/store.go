@@ -144,7 +144,7 @@ func (s *Store) Cancel(_ context.Context, key quota.Key, ticket string) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	if err := quota.ValidateTicket(ticket); err != nil {
+	if err := storekit.ValidateTicket(ticket); err != nil {
 		return err
 	}
 	sc, err := s.scope(key)

@@ -72,12 +72,9 @@ func (sc scope) leaseTTL() time.Duration {
 	return sc.root.policy.LeaseTTL
 }
 
-// leaseTTLFor is quota.Policy.LeaseTTLFor over the scope's budgets.
+// leaseTTLFor is storekit.LeaseTTL over the scope's budgets.
 func (sc scope) leaseTTLFor(ttl time.Duration) time.Duration {
-	if l := sc.leaseTTL(); ttl <= 0 || ttl > l {
-		return l
-	}
-	return ttl
+	return storekit.LeaseTTL(sc.leaseTTL(), ttl)
 }
 
 // pause returns the latest pause in force on the scope's budgets at now,

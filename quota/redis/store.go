@@ -247,7 +247,7 @@ func (s *Store) Cancel(ctx context.Context, key quota.Key, ticket string) error 
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	if err := quota.ValidateTicket(ticket); err != nil {
+	if err := storekit.ValidateTicket(ticket); err != nil {
 		return err
 	}
 	ks, err := s.lookup(key)

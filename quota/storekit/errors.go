@@ -6,12 +6,34 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/internal/tickets"
 )
 
-// ValidateRenewal reports an error for a ticket quota.ValidateTicket
-// rejects or a negative ttl, or nil.
+// LeaseTTL returns how long a grant asked to live ttl does under a policy
+// whose lease TTL (quota.Policy.LeaseTTL, with its default) is policy: ttl,
+// unless it is zero or longer, which policy is then.
+func LeaseTTL(policy, ttl time.Duration) time.Duration {
+	if ttl <= 0 || ttl > policy {
+		return policy
+	}
+	return ttl
+}
+
+// ValidateTicket reports an *quota.InvalidError if ticket, given to a
+// Store's Cancel or Renew, is empty or longer than quota.MaxTicketLen, or
+// nil: the check quota.Reservation.Validate and quota.Settlement.Validate
+// make of theirs.
+func ValidateTicket(ticket string) error {
+	if value, problem, fix, bad := tickets.Check(ticket); bad {
+		return invalid("ticket", value, problem, fix)
+	}
+	return nil
+}
+
+// ValidateRenewal reports an error for a ticket ValidateTicket rejects or
+// a negative ttl, or nil.
 func ValidateRenewal(ticket string, ttl time.Duration) error {
-	if err := quota.ValidateTicket(ticket); err != nil {
+	if err := ValidateTicket(ticket); err != nil {
 		return err
 	}
 	if ttl < 0 {

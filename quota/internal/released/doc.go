@@ -7,8 +7,8 @@
 // changed. It must not change: it stands for workers already deployed.
 // When package quota moves or renames what it uses, adapt only the
 // references, and say so here. Adapted so far: the store helpers that moved
-// to quota/storekit (WrongTenantError, NoPolicyError, ValidateRenewal,
-// ValidateObservations, the margin constants) and the typed
+// to quota/storekit (WrongTenantError, NoPolicyError, ValidateTicket,
+// ValidateRenewal, ValidateObservations, the margin constants) and the typed
 // quota.PauseReason (Pause's argument, the snapshot's and decision's
 // reason). The script text is untouched.
 //
