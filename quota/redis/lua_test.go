@@ -73,7 +73,7 @@ func TestConstantsReadAsWritten(t *testing.T) {
 			ret = append(ret, "string.format('%.17g', "+c.name+")")
 		}
 	}
-	res, err := rdb.Eval(context.Background(), constantsLua()+"return {"+strings.Join(ret, ", ")+"}", nil).StringSlice()
+	res, err := rdb.Eval(context.Background(), withConstants("return {"+strings.Join(ret, ", ")+"}"), nil).StringSlice()
 	require.NoError(t, err)
 	require.Len(t, res, len(constants))
 	for i, c := range constants {
@@ -111,4 +111,27 @@ func TestScriptFiles(t *testing.T) {
 		require.True(t, strings.HasPrefix(src, "-- "+file+": "), "%s opens with its header", file)
 		require.LessOrEqual(t, strings.Count(src, "\n"), 400, file)
 	}
+}
+
+// TestWithConstants: a constant's name is written in as its literal where
+// it stands in code, and left as it is in a comment or a string.
+func TestWithConstants(t *testing.T) {
+	src := "local a = SWEEP + 1 -- SWEEP\nlocal b = 'SWEEP' .. \"it's SWEEP\" .. PLACEHOLDER\nlocal SWEEPS, c = 1, xSWEEP\n"
+	require.Equal(t, "local a = 4 + 1 -- SWEEP\nlocal b = 'SWEEP' .. \"it's SWEEP\" .. \"\\000lost \"\nlocal SWEEPS, c = 1, xSWEEP\n",
+		withConstants(src))
+}
+
+// TestReachable: a script keeps the functions its chunk calls, directly or
+// through others, and blanks the rest, every line keeping its number.
+func TestReachable(t *testing.T) {
+	src := "local function a() return 1 end\n" +
+		"local function b()\n  return a()\nend\n" +
+		"local function c()\n  return 'b()' -- b()\nend\n" +
+		"local function d() return c() end\n" +
+		"return b()\n"
+	require.Equal(t, "local function a() return 1 end\n"+
+		"local function b()\n  return a()\nend\n"+
+		"\n\n\n"+
+		"\n"+
+		"return b()\n", reachable(src), "c is named only in a string and a comment; d, by nobody")
 }

@@ -24,8 +24,8 @@
 --   the window the caller last saw, "start used", or '';
 --   then the operation's own arguments (see its file).
 --
--- The constants (BUCKET, LEASE_RETRY, …) come before this file, written
--- from constants.go.
+-- The constants (BUCKET, LEASE_RETRY, …) are written in from Go, where
+-- they stand, from lua.go's table.
 
 local S, L, T, Q, N, F, W = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 
