@@ -182,13 +182,14 @@ local function done(r)
   if own then flush(own) end
   return r
 end
--- budgets lists the call's budgets, the tenant's first; target is the one
--- its key names (Pause, Observe, Snapshot).
-local budgets = {root}
+-- budgets lists the call's budgets, the tenant's first; both, the root
+-- first (the order of the arguments and replies); target is the one its
+-- key names (Pause, Observe, Snapshot).
+local budgets, both = {root}, {root}
 local target = root
-if own then budgets, target = {own, root}, own end
+if own then budgets, both, target = {own, root}, {root, own}, own end
 
-for _, b in ipairs({root, own}) do
+for _, b in ipairs(both) do
   for k = 1, b.n do
     local a = b.axes[k]
     if a.kind == DAILY then
@@ -206,8 +207,8 @@ for _, b in ipairs({root, own}) do
   end
 end
 local epochName = arg()
-for _, b in ipairs({root, own}) do b.known = arg() end
-for _, b in ipairs({root, own}) do
+for _, b in ipairs(both) do b.known = arg() end
+for _, b in ipairs(both) do
   for j = 1, b.nd do b.seen[j] = arg() end
 end
 -- leaseTTL is the longest a ticket lives unrenewed: the shorter of the

@@ -98,7 +98,7 @@ end
 -- checkEpochs recovers each budget whose state the caller finds lost, and
 -- names the epoch of each whose state begins with this call.
 local function checkEpochs()
-  for _, b in ipairs({root, own}) do
+  for _, b in ipairs(both) do
     if b.ep ~= b.known then
       if b.known ~= '' then
         recover(b, not b.ep or b.st['ef'] ~= nil)

@@ -83,7 +83,7 @@ local function reply(outcome, wait, reason, axis, preason, lease, t, expiry)
     r[8], r[9], r[10], r[11], r[12] = num(c[1]), num(c[2]), num(c[3]), num(c[4]), num(c[5])
   end
   if own then r[15] = own.ep ~= own.known and own.ep or 0 end
-  for _, b in ipairs({root, own}) do
+  for _, b in ipairs(both) do
     if b.daily then
       for k = 1, b.n do
         local a = b.axes[k]
