@@ -110,6 +110,16 @@ func compose(op string, shared ...string) *luaScript {
 	return s
 }
 
+// field reports whether the name src[i:j] is a table's field: after a dot
+// or a colon (b.S), or a key before "=" ({S = …}), where "==" compares.
+func field(src string, i, j int) bool {
+	if i > 0 && (src[i-1] == '.' || src[i-1] == ':') {
+		return true
+	}
+	rest := strings.TrimLeft(src[j:], " ")
+	return strings.HasPrefix(rest, "=") && !strings.HasPrefix(rest, "==")
+}
+
 // A function of a script's chunk, as the files write them: from a line
 // "local function name(" to the first line "end" after it, or on one line.
 var (
@@ -170,18 +180,27 @@ func reachable(src string) string {
 	return strings.Join(lines, "\n")
 }
 
-// constantValues maps each constant's name to its Lua literal.
+// keyNames are the names the scripts give KEYS[1] to KEYS[7] (see
+// common.lua's header), written in as those like the constants.
+var keyNames = []string{"S", "L", "T", "Q", "N", "F", "W"}
+
+// constantValues maps each constant's name to its Lua literal, and each
+// key's name to KEYS[i].
 var constantValues = func() map[string]string {
-	m := make(map[string]string, len(constants))
+	m := make(map[string]string, len(constants)+len(keyNames))
 	for _, c := range constants {
 		m[c.name] = luaValue(c.value)
+	}
+	for i, k := range keyNames {
+		m[k] = "KEYS[" + strconv.Itoa(i+1) + "]"
 	}
 	return m
 }()
 
-// withConstants returns Lua source src with every name of a constant that
-// stands in its code (not in a comment or a string) replaced by the
-// constant's literal; lines stay where they were.
+// withConstants returns Lua source src with every name of a constant or a
+// key that stands in its code (not in a comment or a string, nor as a
+// field: after a dot or a colon, or before "=" in a table constructor)
+// replaced by its value; lines stay where they were.
 func withConstants(src string) string {
 	var b strings.Builder
 	b.Grow(len(src))
@@ -211,7 +230,7 @@ func withConstants(src string) string {
 			for j < len(src) && (src[j] == '_' || 'A' <= src[j] && src[j] <= 'Z' || 'a' <= src[j] && src[j] <= 'z' || '0' <= src[j] && src[j] <= '9') {
 				j++
 			}
-			if v, ok := constantValues[src[i:j]]; ok {
+			if v, ok := constantValues[src[i:j]]; ok && !field(src, i, j) {
 				b.WriteString(v)
 			} else {
 				b.WriteString(src[i:j])

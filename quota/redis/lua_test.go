@@ -116,8 +116,10 @@ func TestScriptFiles(t *testing.T) {
 // TestWithConstants: a constant's name is written in as its literal where
 // it stands in code, and left as it is in a comment or a string.
 func TestWithConstants(t *testing.T) {
-	src := "local a = SWEEP + 1 -- SWEEP\nlocal b = 'SWEEP' .. \"it's SWEEP\" .. PLACEHOLDER\nlocal SWEEPS, c = 1, xSWEEP\n"
-	require.Equal(t, "local a = 4 + 1 -- SWEEP\nlocal b = 'SWEEP' .. \"it's SWEEP\" .. \"\\000lost \"\nlocal SWEEPS, c = 1, xSWEEP\n",
+	src := "local a = SWEEP + 1 -- SWEEP\nlocal b = 'SWEEP' .. \"it's SWEEP\" .. PLACEHOLDER\nlocal SWEEPS, c = 1, xSWEEP\n" +
+		"local d = {S = T, x = b.S, y = b:S(), z = S == N}\n"
+	require.Equal(t, "local a = 4 + 1 -- SWEEP\nlocal b = 'SWEEP' .. \"it's SWEEP\" .. \"\\000lost \"\nlocal SWEEPS, c = 1, xSWEEP\n"+
+		"local d = {S = KEYS[3], x = b.S, y = b:S(), z = KEYS[1] == KEYS[5]}\n",
 		withConstants(src))
 }
 

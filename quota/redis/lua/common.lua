@@ -25,9 +25,9 @@
 --   then the operation's own arguments (see its file).
 --
 -- The constants (BUCKET, LEASE_RETRY, …) are written in from Go, where
--- they stand, from lua.go's table.
-
-local S, L, T, Q, N, F, W = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+-- they stand, from lua.go's table; so are the names S, L, T, Q, N, F and W,
+-- as KEYS[1] to KEYS[7]: a local each function over it captured would cost
+-- every call a closure's upvalue.
 
 local argv, argi = ARGV, 0
 -- arg returns the next argument.
