@@ -41,9 +41,7 @@ local function learn(sample, minR, maxR, half)
   local at = nowS
   if st['et'] and tonumber(st['et']) > now then at = st['et'] end
   local e1 = st['e1'] or ''
-  put(root, 'er', fmt(v))
-  put(root, 'et', at)
-  put(root, 'e1', fmt(s))
-  put(root, 'e2', e1)
+  put(root, 'er', fmt(v), 'et', at)
+  put(root, 'e1', fmt(s), 'e2', e1)
 end
 

@@ -145,14 +145,18 @@ local function budget(Sk, Lk, Qk)
   return b
 end
 
--- put writes v to field k of budget b's state: to st at once, and to the
+-- put writes v to field k of budget b's state, and v2 to k2 if given (a
+-- level and its time, say: fields go in pairs): to st at once, and to the
 -- state hash with every other write of the operation, in one HSET when it
 -- ends (done). A hash written once costs one command, where each part of
 -- an operation writing its own fields would cost one each.
-local function put(b, k, v)
-  b.st[k] = v
-  local n = b.nw
-  b.w[n + 1], b.w[n + 2] = k, v
+local function put(b, k, v, k2, v2)
+  local st, w, n = b.st, b.w, b.nw
+  st[k], w[n + 1], w[n + 2] = v, k, v
+  if k2 then
+    st[k2], w[n + 3], w[n + 4] = v2, k2, v2
+    n = n + 2
+  end
   b.nw = n + 2
 end
 
@@ -270,13 +274,11 @@ local function adjust(b, delta, at)
       local l = (a.lv or level(a)) - c
       if c < 0 and l > a.burst then l = a.burst end
       local ts = stamp(a)
-      put(b, 'l' .. a.id, fmt(l))
-      put(b, 't' .. a.id, ts)
+      put(b, 'l' .. a.id, fmt(l), 't' .. a.id, ts)
     elseif a.kind == DAILY and c then
       local u = used(a) + c
       if u < 0 then u = 0 end
-      put(b, 'w' .. a.id, fmt(a.ws))
-      put(b, 'd' .. a.id, fmt(u))
+      put(b, 'w' .. a.id, fmt(a.ws), 'd' .. a.id, fmt(u))
     end
   end
 end
@@ -297,24 +299,20 @@ local function observe(b)
           local l = level(a)
           if adopt > 0 then
             a.cap, a.rate, a.burst = adopt, adopt / a.period * b.mr, adopt * a.bs * b.mb
-            put(b, 'c' .. id, fmt(adopt))
-            put(b, 'o' .. id, a.conf)
+            put(b, 'c' .. id, fmt(adopt), 'o' .. id, a.conf)
             if l > a.burst then l = a.burst end
           end
           if rem >= 0 and rem < l then l = rem end
           local ts = stamp(a)
-          put(b, 'l' .. id, fmt(l))
-          put(b, 't' .. id, ts)
+          put(b, 'l' .. id, fmt(l), 't' .. id, ts)
         elseif a.kind == DAILY then
           if adopt > 0 then
             a.cap = adopt
-            put(b, 'c' .. id, fmt(adopt))
-            put(b, 'o' .. id, a.conf)
+            put(b, 'c' .. id, fmt(adopt), 'o' .. id, a.conf)
           end
           local u = used(a)
           if rem >= 0 and a.cap - rem > u then u = a.cap - rem end
-          put(b, 'w' .. id, fmt(a.ws))
-          put(b, 'd' .. id, fmt(u))
+          put(b, 'w' .. id, fmt(a.ws), 'd' .. id, fmt(u))
         end
       end
     end

@@ -39,8 +39,7 @@ local function gate(cost, wait, sign, own)
     if c ~= 0 then
       local l = gateLevel(a, at) - sign * c
       if l > a.burst then l = a.burst end
-      put(root, 'g' .. a.id, fmt(l))
-      put(root, 'h' .. a.id, fmt(at))
+      put(root, 'g' .. a.id, fmt(l), 'h' .. a.id, fmt(at))
     end
   end
 end
@@ -76,8 +75,7 @@ local function start(cost)
       local a = root.axes[k]
       if a.kind == BUCKET then
         local l, ts = level(a) - a.rate * wait, stamp(a)
-        put(root, 'l' .. a.id, fmt(l))
-        put(root, 't' .. a.id, ts)
+        put(root, 'l' .. a.id, fmt(l), 't' .. a.id, ts)
         a.lv = nil
       end
     end
@@ -111,8 +109,7 @@ local function remargin(mb, mr)
       end
     end
   end
-  put(root, 'mb', fmt(mb))
-  put(root, 'mr', fmt(mr))
-  for j = 1, #writes, 2 do put(root, writes[j], writes[j + 1]) end
+  put(root, 'mb', fmt(mb), 'mr', fmt(mr))
+  for j = 1, #writes, 4 do put(root, writes[j], writes[j + 1], writes[j + 2], writes[j + 3]) end
 end
 

@@ -21,7 +21,6 @@ if lesson and untilT > now and not root.paused then
   remargin(mb > MIN_BURST_MARGIN and mb or MIN_BURST_MARGIN, mr > MIN_RATE_MARGIN and mr or MIN_RATE_MARGIN)
 end
 if untilT > now and untilT > target.pu then
-  put(target, 'pu', fmt(untilT))
-  put(target, 'pr', reason)
+  put(target, 'pu', fmt(untilT), 'pr', reason)
 end
 return done(1)

@@ -66,22 +66,19 @@ local function recover(b, lost)
       j = j + 1
       local u, r = counted(b, a, j, lost)
       if u then
-        put(b, 'w' .. id, fmt(a.ws))
-        put(b, 'd' .. id, fmt(u))
+        put(b, 'w' .. id, fmt(a.ws), 'd' .. id, fmt(u))
       end
       if r then put(b, 'r' .. id, fmt(a.ws) .. ' ' .. fmt(r)) end
     elseif lost and a.kind == BUCKET then
       local l = st['l' .. id] and level(a) or 0
       if l > 0 then l = 0 end
       local ts = stamp(a)
-      put(b, 'l' .. id, fmt(l))
-      put(b, 't' .. id, ts)
+      put(b, 'l' .. id, fmt(l), 't' .. id, ts)
     elseif lost then
       local rv = fmt(now + b.leaseTTL)
       local free = math.floor(a.cap) - redis.call('ZCOUNT', b.L, '(' .. nowS, '+inf')
       for q = 1, free do redis.call('ZADD', b.L, rv, PLACEHOLDER .. rv .. ' ' .. q) end
-      put(b, 'lp', fmt(free > 0 and free or 0))
-      put(b, 'rv', rv)
+      put(b, 'lp', fmt(free > 0 and free or 0), 'rv', rv)
     end
   end
   if lost then
@@ -89,8 +86,7 @@ local function recover(b, lost)
     if not b.ep then b.ep = begin(b) end
     -- pe names the epoch lost: a grant made in it proves so (regrant).
     if st['ef'] then drop(b, 'ef') end
-    put(b, 'ep', b.ep)
-    put(b, 'pe', b.known)
+    put(b, 'ep', b.ep, 'pe', b.known)
     put(b, 'v', FORMAT)
   end
 end
@@ -104,8 +100,7 @@ local function checkEpochs()
         recover(b, not b.ep or b.st['ef'] ~= nil)
       elseif not b.ep then
         b.ep = begin(b)
-        put(b, 'ep', b.ep)
-        put(b, 'ef', '1')
+        put(b, 'ep', b.ep, 'ef', '1')
         put(b, 'v', FORMAT)
       end
     end

@@ -120,8 +120,7 @@ local function today(t, id, low)
   for _, m in ipairs(moves) do
     local b, a = m[1], m[2]
     local u = used(a) + c[a.ci]
-    put(b, 'w' .. a.id, fmt(a.ws))
-    put(b, 'd' .. a.id, fmt(u))
+    put(b, 'w' .. a.id, fmt(a.ws), 'd' .. a.id, fmt(u))
   end
   -- Its queue members name the day it was charged in: they go with it.
   local old = member(t, id)
