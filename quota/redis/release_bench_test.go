@@ -23,7 +23,9 @@ import (
 //
 // interleaved runs the two stores' admissions one after the other, the
 // previous release's then this one's, each on a Redis of its own: the
-// machine's noise falls on both alike.
+// machine's noise falls on both alike, and each pays for its own garbage.
+// It is the figure to compare; previous and current, run one after the
+// other on one Redis, drift with the machine by more than they differ.
 func BenchmarkAdmitByRelease(b *testing.B) {
 	srv := redistest.StartServer(b)
 	rdb := srv.Client()
