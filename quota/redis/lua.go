@@ -123,10 +123,10 @@ func field(src string, i, j int) bool {
 // A function of a script's chunk, as the files write them: from a line
 // "local function name(" to the first line "end" after it, or on one line.
 var (
-	funcStart = regexp.MustCompile(`^local function ([A-Za-z_][A-Za-z0-9_]*)\(`)
-	oneLine   = regexp.MustCompile(`\bend$`)
-	name      = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
-	noise     = regexp.MustCompile(`--[^\n]*|'(\\.|[^'\\])*'|"(\\.|[^"\\])*"`)
+	luaFuncStart = regexp.MustCompile(`^local function ([A-Za-z_][A-Za-z0-9_]*)\(`)
+	luaFuncEnds  = regexp.MustCompile(`\bend$`) // on its first line
+	luaName      = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+	luaNoise     = regexp.MustCompile(`--[^\n]*|'(\\.|[^'\\])*'|"(\\.|[^"\\])*"`) // comments and strings
 )
 
 // reachable returns script src with the lines of every function its chunk
@@ -141,13 +141,13 @@ func reachable(src string) string {
 	funcs := make(map[string]fn)
 	var outside strings.Builder // the chunk's code outside its functions
 	for i := 0; i < len(lines); i++ {
-		m := funcStart.FindStringSubmatch(lines[i])
+		m := luaFuncStart.FindStringSubmatch(lines[i])
 		if m == nil {
 			outside.WriteString(lines[i] + "\n")
 			continue
 		}
 		f := fn{first: i, last: i}
-		if !oneLine.MatchString(lines[i]) {
+		if !luaFuncEnds.MatchString(lines[i]) {
 			for f.last < len(lines)-1 && lines[f.last] != "end" {
 				f.last++
 			}
@@ -156,7 +156,7 @@ func reachable(src string) string {
 		i = f.last
 	}
 	calls := func(code string) []string {
-		return name.FindAllString(noise.ReplaceAllString(code, ""), -1)
+		return luaName.FindAllString(luaNoise.ReplaceAllString(code, ""), -1)
 	}
 	called := make(map[string]bool)
 	todo := calls(outside.String())

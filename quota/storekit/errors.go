@@ -9,12 +9,12 @@ import (
 	"github.com/tollgate/tollgate/quota/internal/tickets"
 )
 
-// LeaseTTL returns how long a grant asked to live ttl does under a policy
-// whose lease TTL (quota.Policy.LeaseTTL, with its default) is policy: ttl,
-// unless it is zero or longer, which policy is then.
-func LeaseTTL(policy, ttl time.Duration) time.Duration {
-	if ttl <= 0 || ttl > policy {
-		return policy
+// LeaseTTL returns how long a grant asked to live ttl does under a
+// policy's lease TTL (quota.Policy.LeaseTTL, with its default): ttl, unless
+// it is zero or longer than policyTTL, which it is then.
+func LeaseTTL(policyTTL, ttl time.Duration) time.Duration {
+	if ttl <= 0 || ttl > policyTTL {
+		return policyTTL
 	}
 	return ttl
 }
