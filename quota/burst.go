@@ -22,26 +22,41 @@ import "time"
 // ahead of the starts (a bucket earns every axis back at once while a call
 // waits on one, which a provider's short window does not).
 //
-// The gate is a model of the provider's limiter, and a 429 on a call the
-// Store granted shows that model wrong (the provider's window is shorter,
-// or its clock and ours drift). Pause with PauseRateLimited teaches the
-// key's Margin: its burst and rate shrink multiplicatively, at most once
-// per pause, down to bounds (see package storekit); each call settled
-// with its usage counted earns a little of both back. The margin lives in
-// the Store with the levels, so every replica shares it and a restart
-// keeps it. Spend caps, daily quotas and overloads teach it nothing.
+// The gate is a model of the provider's limiter, learned as the key
+// goes. Its burst starts at Limit.Burst (a second's worth of a per-minute
+// limit, which every provider's documented enforcement takes), and each
+// call settled with its usage counted grows it, 5 % a call, toward the
+// whole period: against a provider that enforces only the minute, calls of
+// mixed sizes then use its limit on every axis, where a second's burst
+// paces them apart. A 429 on a call the Store granted shows the model
+// wrong (the provider's window is shorter than the burst, or its clock
+// and ours drift). Pause with PauseRateLimited teaches the key's Margin:
+// its burst is halved and its rate cut a little, at most once per pause,
+// down to bounds (see package storekit), and the burst refused is
+// remembered: from half of it the burst grows only by probes, 0.2 % a
+// call, so a key at its provider's window meets about one 429 per 350
+// calls, and one outlier costs half a burst, not the key. A burst set by
+// hand is the provider's shape as its user knows it: learning never grows
+// past it. The margin lives in the Store with the levels, so every replica
+// shares it and a restart keeps it. Spend caps, daily quotas and overloads
+// teach it nothing.
 
-// defaultBurstShare is the share of a bucket's period that Limit.Burst
+// defaultBurstShare is the part of a bucket's period that Limit.Burst
 // means when zero: 1/60, one second's worth of a per-minute limit, as the
-// providers document a per-minute limit may be enforced.
+// providers document a per-minute limit may be enforced. It is where a
+// key's learning starts: its Margin's burst grows from there to the whole
+// period while the provider takes what it is sent.
 const defaultBurstShare = 60
 
-// Margin is what a key has learned of its provider's limiter: the fractions
-// of every bucket's burst and rate it may use, each in (0, 1]. The zero
-// Margin is none learned, and means 1 for both. The bounds and steps of its
-// learning are package storekit's.
+// Margin is what a key has learned of its provider's limiter: Burst, the
+// multiple of every bucket's Limit.BurstTime that may start at once (at
+// most the whole period, or 1 when a burst is set by hand), and Rate, the
+// fraction of every bucket's rate it may use, in (0, 1]; Refused is the
+// Burst the provider last refused a call at, 0 before any. The zero Margin
+// is none learned, and means 1 for Burst and Rate. The bounds and steps of
+// its learning are package storekit's.
 type Margin struct {
-	Burst, Rate float64
+	Burst, Rate, Refused float64
 }
 
 // BurstTime returns how much of the limit's period may start at once:

@@ -30,10 +30,12 @@ const (
 	// once (its burst, after the learned margin):
 	// tollgate_bucket_burst{key,axis}.
 	MetricBucketBurst = "tollgate.bucket.burst"
-	// MetricMargin is what each key learned of its provider's limiter from
-	// its 429s: the share of its bursts and of its rates it uses, in (0,
-	// 1], 1 before any lesson: tollgate_margin{key,part} with part burst
-	// or rate.
+	// MetricMargin is what each key learned of its provider's limiter
+	// (quota.Margin): the multiple of its default bursts it lets go at once
+	// (part=burst, grown by calls that went well, cut by 429s), the share
+	// of its rates it uses (part=rate, in (0, 1]), and the burst multiple
+	// its provider last refused (part=refused, 0 before any 429):
+	// tollgate_margin{key,part}.
 	MetricMargin = "tollgate.margin"
 	// MetricLineQueued is how many calls wait in each account's line for
 	// capacity, per tenant: tollgate_line_queued{key,tenant} in
@@ -100,7 +102,7 @@ func registerGauges(meter metric.Meter, store quota.Store, b Budgets) error {
 		return err
 	}
 	margin, err := meter.Float64ObservableGauge(MetricMargin,
-		metric.WithDescription("Share of each key's bursts (part=burst) and rates (part=rate) it uses, as learned from the provider's 429s; 1 before any."))
+		metric.WithDescription("What each key learned of its provider's limiter: the multiple of its bursts (part=burst) and share of its rates (part=rate) it uses, and the burst multiple last refused (part=refused)."))
 	if err != nil {
 		return err
 	}
@@ -159,6 +161,7 @@ func registerGauges(meter metric.Meter, store quota.Store, b Budgets) error {
 			m := storekit.OrNone(snap.Margin)
 			o.ObserveFloat64(margin, m.Burst, metric.WithAttributes(key, attribute.String("part", "burst")))
 			o.ObserveFloat64(margin, m.Rate, metric.WithAttributes(key, attribute.String("part", "rate")))
+			o.ObserveFloat64(margin, m.Refused, metric.WithAttributes(key, attribute.String("part", "refused")))
 			var p int64
 			if snap.PausedUntil.After(snap.At) {
 				p = 1

@@ -217,12 +217,17 @@ func unreadableNote(n int64) string {
 }
 
 // marginNote says what the key learned of its provider's limiter, when it
-// learned anything: the shares of its bursts and rates it now uses.
+// learned anything: the multiple of its bursts and the share of its rates
+// it now uses, and the burst its provider last refused.
 func marginNote(m quota.Margin) string {
 	if storekit.OrNone(m) == storekit.NoMargin {
 		return ""
 	}
-	return fmt.Sprintf("margin: burst ×%.2f, rate ×%.3f (learned from the provider's 429s)", m.Burst, m.Rate)
+	note := fmt.Sprintf("margin: burst ×%.2f, rate ×%.3f", m.Burst, m.Rate)
+	if m.Refused > 0 {
+		return note + fmt.Sprintf(" (learned; the provider refused a burst ×%.2f)", m.Refused)
+	}
+	return note + " (learned; the provider has refused none)"
 }
 
 // pausedNote says whether and until when a key is paused.

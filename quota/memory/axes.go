@@ -84,12 +84,15 @@ func (b *bucket) resize(now time.Time, capacity int64, m quota.Margin) {
 
 // setMargin makes the bucket's burst and rate those of margin m from now.
 // The level keeps what it owes: a level below the burst is a debt the
-// calls after it wait for, so it moves by as much as the burst does (a
-// smaller burst must not let a call larger than it go sooner).
+// calls after it wait for, so a smaller burst moves it down by as much (a
+// smaller burst must not let a call larger than it go sooner), and a
+// larger one leaves it where it is, to earn the rest at the rate (a
+// larger burst must not hand out what nothing earned). A full bucket
+// stays dated so.
 func (b *bucket) setMargin(now time.Time, m quota.Margin) {
 	burst, rate := storekit.Gate(b.limit, b.capacity, m)
 	if !b.at.IsZero() {
-		b.set(now, math.Min(b.level(now)+burst-b.burst, burst))
+		b.set(now, math.Min(b.level(now)+math.Min(0, burst-b.burst), burst))
 	}
 	b.gate.shift(now, b.burst, b.rate, burst)
 	b.burst, b.rate = burst, rate

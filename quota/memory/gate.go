@@ -30,9 +30,9 @@ func (g *gate) levelAt(now time.Time, burst, rate float64) float64 {
 	return math.Min(l, burst)
 }
 
-// shift moves the gate's level, read at burst and rate, by as much as its
-// burst moves to next (see bucket.setMargin), dating it now unless it is
-// dated at a start yet to come.
+// shift moves the gate's level, read at burst and rate, down by as much as
+// its burst shrinks to next (see bucket.setMargin), dating it now unless it
+// is dated at a start yet to come.
 func (g *gate) shift(now time.Time, burst, rate, next float64) {
 	if g.at.IsZero() {
 		return // full
@@ -41,7 +41,7 @@ func (g *gate) shift(now time.Time, burst, rate, next float64) {
 	if at.Before(now) {
 		at = now
 	}
-	g.level, g.at = math.Min(g.levelAt(at, burst, rate)+next-burst, next), at
+	g.level, g.at = math.Min(g.levelAt(at, burst, rate)+math.Min(0, next-burst), next), at
 }
 
 // startIn returns how long until a call costing n may start through the
@@ -161,8 +161,8 @@ func (ks *keyState) lesson(now time.Time, reason quota.PauseReason) {
 // gain credits the budget with a call that went well: its settlement
 // counted the provider's usage. ks is a tree's root.
 func (ks *keyState) gain(now time.Time, st quota.Settlement) {
-	if !st.Counted || ks.margin == (quota.Margin{}) || ks.margin == storekit.NoMargin {
+	if !st.Counted {
 		return
 	}
-	ks.setMargin(now, storekit.Gain(ks.margin))
+	ks.setMargin(now, storekit.Gain(ks.margin, ks.maxBurst))
 }

@@ -36,10 +36,13 @@ type keyState struct {
 	// (quota.Margin), learned and applied at a tree's root only, as are
 	// its buckets' start gates: a provider meters the account.
 	margin quota.Margin
+	// maxBurst is the most the margin's burst grows to
+	// (storekit.MaxBurst).
+	maxBurst float64
 }
 
 func newKeyState(k quota.Key, p quota.Policy) *keyState {
-	ks := &keyState{key: k, policy: p}
+	ks := &keyState{key: k, policy: p, maxBurst: storekit.MaxBurst(p)}
 	for _, a := range quota.Axes() {
 		l, ok := p.Limit(a)
 		if !ok {

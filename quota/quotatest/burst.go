@@ -1,6 +1,7 @@
 package quotatest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -133,7 +134,7 @@ func testMargin(t *testing.T, s suite) {
 	require.Equal(t, quota.Granted, d.Outcome)
 	require.NoError(t, e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "a", Actual: quota.Cost{Requests: 1, Tokens: 10}, Counted: true}))
 	got := e.snapshot().Margin
-	require.InDelta(t, m.Burst+storekit.BurstGain, got.Burst, 1e-9)
+	require.InDelta(t, m.Burst*storekit.BurstProbe, got.Burst, 1e-9, "a burst at the one refused grows by probes")
 	require.InDelta(t, m.Rate+storekit.RateGain, got.Rate, 1e-9)
 	e.clock.Advance(time.Second)
 	d = e.reserve("b", quota.Cost{Requests: 1, Tokens: 10})
@@ -163,4 +164,57 @@ func testMargin(t *testing.T, s suite) {
 		f.expect(granted, id, reqs(1))
 	}
 	f.expect(queued(312500*time.Microsecond, rq), "d", reqs(1))
+}
+
+// countedCall reserves a call of cost, requires it granted at once, and
+// settles it with its usage counted, as a provider's reply does.
+func (e *env) countedCall(ticket string, cost quota.Cost) {
+	e.t.Helper()
+	e.expectStart(0, ticket, cost)
+	require.NoError(e.t, e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: ticket, Actual: cost, Counted: true}), "Settle(%s)", ticket)
+}
+
+// testBurstLearning: a key's burst starts at Limit.Burst and grows by
+// BurstGrowth with every call settled with its usage counted, up to the
+// whole period, without handing out what the rate did not earn; a 429
+// halves it and remembers the burst refused, from half of which it grows
+// by probes only; a burst set by hand never grows.
+func testBurstLearning(t *testing.T, s suite) {
+	e := s.setup(t, "burst-learning", quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 600)}})
+	require.Equal(t, 60.0, storekit.MaxBurst(quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 600)}}))
+	want := 1.0
+	for i := range 10 {
+		e.countedCall(fmt.Sprintf("a%d", i), reqs(1))
+		e.clock.Advance(100 * time.Millisecond) // the one it took, earned back
+		want *= storekit.BurstGrowth
+	}
+	require.InDelta(t, want, e.snapshot().Margin.Burst, 1e-9, "slow start: 5 %% a call")
+	require.InDelta(t, 10*want, e.axis(rq).Burst, LevelDelta)
+	require.InDelta(t, 10, e.axis(rq).Available, LevelDelta, "a larger burst hands out nothing the rate did not earn")
+	for i := range 80 {
+		e.countedCall(fmt.Sprintf("b%d", i), reqs(1))
+		e.clock.Advance(100 * time.Millisecond)
+	}
+	require.Equal(t, quota.Margin{Burst: 60, Rate: 1}, e.snapshot().Margin, "grown to the whole minute, and no further")
+	require.InDelta(t, 600, e.axis(rq).Burst, LevelDelta)
+	e.clock.Advance(time.Minute) // idle: the bucket fills to its burst
+	for i := range 600 {
+		e.expectStart(0, fmt.Sprintf("c%d", i), reqs(1))
+	}
+
+	e.pause(time.Millisecond, quota.PauseRateLimited)
+	cut := quota.Margin{Burst: 30, Rate: storekit.RateCut, Refused: 60}
+	require.Equal(t, cut, e.snapshot().Margin, "a 429 halves the burst and remembers the one refused")
+	require.InDelta(t, -300, e.axis(rq).Available, LevelDelta, "the bucket keeps what it owes")
+	e.clock.Advance(time.Minute)
+	e.countedCall("d", reqs(1))
+	require.InDelta(t, 30*storekit.BurstProbe, e.snapshot().Margin.Burst, 1e-9, "from half the burst refused, probes")
+
+	h := s.setup(t, "burst-learning-set", quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 600).WithBurst(2 * time.Second)}})
+	for i := range 10 {
+		h.countedCall(fmt.Sprintf("a%d", i), reqs(1))
+		h.clock.Advance(100 * time.Millisecond)
+	}
+	require.Equal(t, 1.0, storekit.OrNone(h.snapshot().Margin).Burst, "a burst set by hand is the most that goes at once")
+	require.InDelta(t, 20, h.axis(rq).Burst, LevelDelta)
 }

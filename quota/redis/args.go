@@ -141,7 +141,8 @@ func newKeyState(prefix string, k quota.Key, p quota.Policy, ap quota.Policy, ne
 }
 
 // budget appends the static arguments of one budget's policy p: its
-// priority reserve, whether it adopts, its lease TTL, its limits; and its
+// priority reserve, whether it adopts, its lease TTL, the most its margin's
+// burst grows to (storekit.MaxBurst), its limits; and its
 // daily limits' zones and its axes to ks.zones and ks.limited. It returns
 // how many daily limits p has.
 func (ks *keyState) budget(p quota.Policy) (dailies int) {
@@ -149,7 +150,7 @@ func (ks *keyState) budget(p quota.Policy) (dailies int) {
 	if p.AdoptObservedLimits {
 		adopt = "1"
 	}
-	ks.static = append(ks.static, strconv.FormatFloat(p.PriorityReserve, 'g', -1, 64), adopt, micros(p.LeaseTTL), "")
+	ks.static = append(ks.static, strconv.FormatFloat(p.PriorityReserve, 'g', -1, 64), adopt, micros(p.LeaseTTL), fmtFloat(storekit.MaxBurst(p)), "")
 	count := len(ks.static) - 1
 	n := 0
 	for _, a := range quota.Axes() {

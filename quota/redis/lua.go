@@ -61,9 +61,9 @@ var constants = []struct {
 	{"FINISH_PRUNE", 64},                                             // tenants' tags a line keeps before it drops stale ones
 	{"PLACEHOLDER", "\x00lost "},                                     // a placeholder lease's name, before its expiry and number
 	{"RATIO_FALL", tune.RatioFall},                                   // storekit.Ratio.Learn
-	{"BURST_CUT", storekit.BurstCut}, {"RATE_CUT", storekit.RateCut}, // quota.Margin.Cut
+	{"BURST_CUT", storekit.BurstCut}, {"RATE_CUT", storekit.RateCut}, // storekit.Cut
 	{"MIN_BURST_MARGIN", storekit.MinBurstMargin}, {"MIN_RATE_MARGIN", storekit.MinRateMargin},
-	{"BURST_GAIN", storekit.BurstGain}, {"RATE_GAIN", storekit.RateGain}, // quota.Margin.Gain
+	{"BURST_GROWTH", storekit.BurstGrowth}, {"BURST_PROBE", storekit.BurstProbe}, {"RATE_GAIN", storekit.RateGain}, // storekit.Gain
 }
 
 // A luaScript is one operation's script, with where each part begins in it,

@@ -49,4 +49,12 @@ func TestMarginIsSharedAndKept(t *testing.T) {
 	snap, err = restarted.Snapshot(ctx, k)
 	require.NoError(t, err)
 	require.Equal(t, cut, snap.Margin, "a restarted worker keeps what the fleet learned")
+
+	// What one replica's counted call earns back, the restarted one sees.
+	require.NoError(t, stores[0].Settle(ctx, quota.Settlement{Key: k, Ticket: "t0", Actual: quota.Cost{Requests: 1}, Counted: true}))
+	snap, err = restarted.Snapshot(ctx, k)
+	require.NoError(t, err)
+	_, p, _ := ps.Lookup(k)
+	require.Equal(t, storekit.Gain(cut, storekit.MaxBurst(p)), snap.Margin)
+	require.Greater(t, snap.Margin.Burst, cut.Burst)
 }

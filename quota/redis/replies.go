@@ -197,7 +197,7 @@ func decodeSnapshot(op string, res []any, axes int) (snapshotReply, error) {
 	s.pausedUntil, s.paused = r.optional("paused until")
 	s.pauseReason = quota.PauseReason(r.string("pause reason"))
 	s.ratio = r.float("estimate ratio")
-	s.margin = quota.Margin{Burst: r.float("margin burst"), Rate: r.float("margin rate")}
+	s.margin = quota.Margin{Burst: r.float("margin burst"), Rate: r.float("margin rate"), Refused: r.float("margin refused")}
 	s.unreadable = r.int("unreadable")
 	for range axes {
 		a := axisReply{axis: quota.Axis(r.int("axis")), capacity: r.int("capacity"), available: r.float("available")}

@@ -15,10 +15,16 @@ const (
 	// BurstCut and RateCut multiply a key's margin on a lesson.
 	BurstCut = 0.5
 	RateCut  = 0.98
-	// BurstGain and RateGain are what each call settled with its usage
-	// counted adds back, up to 1.
-	BurstGain = 1.0 / 200
-	RateGain  = 1.0 / 20000
+	// BurstGrowth multiplies the burst margin on each call settled with
+	// its usage counted while the provider has refused no burst (slow
+	// start), or while the burst is under half the one it last refused;
+	// BurstProbe multiplies it above that, so that a key near its
+	// provider's limit probes it about once per 350 calls.
+	BurstGrowth = 1.05
+	BurstProbe  = 1.002
+	// RateGain is what each call settled with its usage counted adds back
+	// to the rate margin, up to 1.
+	RateGain = 1.0 / 20000
 )
 
 // NoMargin is a key's margin before any lesson.
@@ -32,18 +38,44 @@ func OrNone(m quota.Margin) quota.Margin {
 	return m
 }
 
-// Cut returns m after a lesson (a provider's 429 on a granted call): both
-// parts multiplied by their cut, never below their bounds.
-func Cut(m quota.Margin) quota.Margin {
-	m = OrNone(m)
-	return quota.Margin{Burst: math.Max(MinBurstMargin, m.Burst*BurstCut), Rate: math.Max(MinRateMargin, m.Rate*RateCut)}
+// MaxBurst is the most p's burst margin grows to: its buckets' whole
+// periods (every Limit.Burst left to its default, a 60th of the period),
+// or 1 when any bucket's burst is set by hand, which is then the most that
+// may start at once.
+func MaxBurst(p quota.Policy) float64 {
+	top := 1.0
+	for _, l := range p.Limits {
+		if l.Axis.Kind() != quota.Bucket {
+			continue
+		}
+		if l.Burst > 0 {
+			return 1
+		}
+		top = math.Max(top, float64(l.Period)/float64(l.BurstTime()))
+	}
+	return top
 }
 
-// Gain returns m after a call that went well: both parts raised by their
-// gain, never above 1.
-func Gain(m quota.Margin) quota.Margin {
+// Cut returns m after a lesson (a provider's 429 on a granted call): both
+// parts multiplied by their cut, never below their bounds, and the burst
+// the provider refused remembered.
+func Cut(m quota.Margin) quota.Margin {
 	m = OrNone(m)
-	return quota.Margin{Burst: math.Min(1, m.Burst+BurstGain), Rate: math.Min(1, m.Rate+RateGain)}
+	return quota.Margin{Burst: math.Max(MinBurstMargin, m.Burst*BurstCut), Rate: math.Max(MinRateMargin, m.Rate*RateCut), Refused: m.Burst}
+}
+
+// Gain returns m after a call that went well: the burst grown by
+// BurstGrowth, or by BurstProbe from half the burst last refused, never
+// above top (MaxBurst); the rate raised by RateGain, never above 1.
+func Gain(m quota.Margin, top float64) quota.Margin {
+	m = OrNone(m)
+	grow := BurstGrowth
+	if m.Refused > 0 && 2*m.Burst >= m.Refused {
+		grow = BurstProbe
+	}
+	m.Burst = math.Max(m.Burst, math.Min(top, m.Burst*grow))
+	m.Rate = math.Min(1, m.Rate+RateGain)
+	return m
 }
 
 // Gate is the start gate of bucket limit l whose effective capacity is

@@ -374,7 +374,7 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 // gains (quota.Margin) as the script's pause and settle read them.
 var (
 	marginCuts  = [4]any{fmtFloat(storekit.MinBurstMargin), fmtFloat(storekit.MinRateMargin), fmtFloat(storekit.BurstCut), fmtFloat(storekit.RateCut)}
-	marginGains = [2]any{fmtFloat(storekit.BurstGain), fmtFloat(storekit.RateGain)}
+	marginGains = [2]any{fmtFloat(1.0 / 200), fmtFloat(storekit.RateGain)} // that release's additive burst gain
 )
 
 // fmtFloat writes f without an exponent, which gopher-lua (miniredis) cannot parse.

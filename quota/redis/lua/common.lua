@@ -14,7 +14,8 @@
 --   none); its weight (quota.Policies.Weight); max wait µs (the shorter of
 --   the budgets'); the number of budgets, 1 or 2; then for each, the root
 --   first: its priority reserve (fraction), 1 if it adopts observed limits
---   else 0, its lease TTL µs, n its number of limits, then n × (axis id,
+--   else 0, its lease TTL µs, the most its margin's burst grows to
+--   (storekit.MaxBurst), n its number of limits, then n × (axis id,
 --   kind, effective capacity, period µs, burst share: quota.Limit.BurstTime
 --   over its period, 0 for other kinds), in quota.Axes() order;
 --   for each daily limit of each budget, in the same order, 6 midnights
@@ -103,7 +104,8 @@ end
 -- conc its concurrency axis, daily whether it has daily axes and nd how
 -- many, pu/pr its pause's end and reason, paused; ep its state's epoch,
 -- known the one the caller saw and seen the caller's view of its daily
--- windows; mb/mr its margin (the root's counts); w the writes to its state
+-- windows; mb/mr/mf its margin's burst, rate and burst refused (the
+-- root's count), mx the most mb grows to; w the writes to its state
 -- hash not yet made, nw their number (see put).
 -- Each axis: id and kind as passed, cap (the adopted one if it counts, see
 -- the package doc), conf the configured capacity as passed, period µs
@@ -116,11 +118,12 @@ local function budget(Sk, Lk, Qk)
   local raw = redis.call('HGETALL', Sk)
   for j = 1, #raw, 2 do st[raw[j]] = raw[j + 1] end
   local pu = tonumber(st['pu'] or '') or 0
-  local prio, adopts, leaseTTL, n = args(4)
+  local prio, adopts, leaseTTL, mx, n = args(5)
   local b = {S = Sk, L = Lk, Q = Qk, st = st, prio = tonumber(prio), adopts = adopts == '1',
     leaseTTL = tonumber(leaseTTL), n = tonumber(n), axes = {}, conc = nil, daily = false, nd = 0,
     pu = pu, pr = st['pr'], paused = pu > now, ep = st['ep'], known = nil, seen = {},
-    mb = tonumber(st['mb'] or '') or 1, mr = tonumber(st['mr'] or '') or 1, w = {}, nw = 0}
+    mb = tonumber(st['mb'] or '') or 1, mr = tonumber(st['mr'] or '') or 1, mf = tonumber(st['mf'] or '') or 0,
+    mx = tonumber(mx), w = {}, nw = 0}
   for k = 1, b.n do
     local id, kind, conf, p, bs = args(5)
     if kind == BUCKET and p ~= lastP then

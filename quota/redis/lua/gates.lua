@@ -83,17 +83,19 @@ local function start(cost)
   return wait
 end
 
--- remargin makes the root's margin (mb, mr) from now: its buckets and
--- gates keep what they owe (a level below its burst is a debt the calls
--- after it wait for; a new burst moves the level by as much as the burst
--- moves) and refill at the new rate after.
-local function remargin(mb, mr)
+-- remargin makes the root's margin (mb, mr, and mf unless nil) from now:
+-- its buckets and gates keep what they owe (a level below its burst is a
+-- debt the calls after it wait for; a smaller burst moves the level down
+-- by as much, a larger one leaves it to earn the rest) and refill at the
+-- new rate after.
+local function remargin(mb, mr, mf)
   local writes = {}
   for k = 1, root.n do
     local a = root.axes[k]
     if a.kind == BUCKET then
       local burst = a.cap * a.bs * mb
       local delta = burst - a.burst
+      if delta > 0 then delta = 0 end
       local lk, tk = 'l' .. a.id, 't' .. a.id
       if a.st[lk] then
         local l = level(a) + delta
@@ -110,6 +112,7 @@ local function remargin(mb, mr)
     end
   end
   put(root, 'mb', fmt(mb), 'mr', fmt(mr))
+  if mf then put(root, 'mf', fmt(mf)) end
   for j = 1, #writes, 4 do put(root, writes[j], writes[j + 1], writes[j + 2], writes[j + 3]) end
 end
 

@@ -4,8 +4,8 @@
 -- reason is quota.RateLimitedPause).
 --
 -- The target's pause ends that long after now. A lesson cuts the root's
--- margin (quota.Margin.Cut), unless a pause of the root is in force
--- already: one burst's 429s are one lesson.
+-- margin (storekit.Cut), remembering the burst refused, unless a pause of
+-- the root is in force already: one burst's 429s are one lesson.
 --
 -- Reply: 1.
 
@@ -18,7 +18,7 @@ sweepAll()
 
 if lesson and untilT > now and not root.paused then
   local mb, mr = root.mb * BURST_CUT, root.mr * RATE_CUT
-  remargin(mb > MIN_BURST_MARGIN and mb or MIN_BURST_MARGIN, mr > MIN_RATE_MARGIN and mr or MIN_RATE_MARGIN)
+  remargin(mb > MIN_BURST_MARGIN and mb or MIN_BURST_MARGIN, mr > MIN_RATE_MARGIN and mr or MIN_RATE_MARGIN, root.mb)
 end
 if untilT > now and untilT > target.pu then
   put(target, 'pu', fmt(untilT), 'pr', reason)

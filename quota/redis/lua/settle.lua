@@ -58,9 +58,14 @@ elseif not t then
 end
 observe(root)
 if counted and prompt > 0 and actual[3] > 0 then learn(actual[3] / prompt, tonumber(minR), tonumber(maxR), tonumber(half)) end
--- A call counted as it went earns back a little of the margin.
-if counted and (root.mb < 1 or root.mr < 1) then
-  local mb, mr = root.mb + BURST_GAIN, root.mr + RATE_GAIN
-  remargin(mb < 1 and mb or 1, mr < 1 and mr or 1)
+-- A call counted as it went grows the burst (storekit.Gain) and earns
+-- back a little of the rate.
+if counted and (root.mb < root.mx or root.mr < 1) then
+  local grow = BURST_GROWTH
+  if root.mf > 0 and 2 * root.mb >= root.mf then grow = BURST_PROBE end
+  local mb, mr = root.mb * grow, root.mr + RATE_GAIN
+  if mb > root.mx then mb = root.mx end
+  if mb < root.mb then mb = root.mb end
+  remargin(mb, mr < 1 and mr or 1)
 end
 return done(held)

@@ -9,7 +9,8 @@
 -- windows as used as the caller saw them and every free slot held.
 --
 -- Reply: {now, the target's paused until or '', its pause reason, the
--- root's estimate ratio, its margin's burst and rate, the records and
+-- root's estimate ratio, its margin's burst, rate and burst refused, the
+-- records and
 -- members the root dropped as unreadable; then per limit of the target:
 -- axis, capacity, available, reset µs or '', its burst (buckets; else 0);
 -- then per tenant with tickets in line (the call's tenant alone for a
@@ -20,7 +21,7 @@ local minR, maxR, half = tonumber(arg()), tonumber(arg()), tonumber(arg())
 
 local b = target
 local lost = b.known ~= '' and b.ep ~= b.known and (not b.ep or b.st['ef'] ~= nil)
-local out = {nowS, '', '', '1', fmt(root.mb), fmt(root.mr), root.st['xu'] or '0'}
+local out = {nowS, '', '', '1', fmt(root.mb), fmt(root.mr), fmt(root.mf), root.st['xu'] or '0'}
 if half ~= 0 then out[4] = fmt(ratioAt(minR, maxR, half)) end
 if b.paused then out[2], out[3] = fmt(b.pu), b.pr or '' end
 
