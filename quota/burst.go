@@ -25,7 +25,7 @@ import "time"
 // The gate is a model of the provider's limiter, learned as the key
 // goes. Its burst starts at Limit.Burst (a second's worth of a per-minute
 // limit, which every provider's documented enforcement takes), and each
-// call settled with its usage counted grows it, 5 % a call, toward the
+// call settled with its usage counted grows it, 10 % a call, toward the
 // whole period: against a provider that enforces only the minute, calls of
 // mixed sizes then use its limit on every axis, where a second's burst
 // paces them apart. A 429 on a call the Store granted shows the model
@@ -33,13 +33,13 @@ import "time"
 // and ours drift). Pause with PauseRateLimited teaches the key's Margin:
 // its burst is halved and its rate cut a little, at most once per pause,
 // down to bounds (see package storekit), and the burst refused is
-// remembered: from half of it the burst grows only by probes, 0.2 % a
-// call, so a key at its provider's window meets about one 429 per 350
-// calls, and one outlier costs half a burst, not the key. A burst set by
-// hand is the provider's shape as its user knows it: learning never grows
-// past it. The margin lives in the Store with the levels, so every replica
-// shares it and a restart keeps it. Spend caps, daily quotas and overloads
-// teach it nothing.
+// remembered: the burst grows back quickly to 80 % of it and by probes
+// above, 0.05 % a call, so one outlier costs a short dip, not the key, and
+// a key at its provider's window meets the next 429 hundreds of calls
+// later. A burst set by hand is the provider's shape as its user knows it:
+// learning never grows past it. The margin lives in the Store with the
+// levels, so every replica shares it and a restart keeps it. Spend caps,
+// daily quotas and overloads teach it nothing.
 
 // defaultBurstShare is the part of a bucket's period that Limit.Burst
 // means when zero: 1/60, one second's worth of a per-minute limit, as the

@@ -177,8 +177,9 @@ func (e *env) countedCall(ticket string, cost quota.Cost) {
 // testBurstLearning: a key's burst starts at Limit.Burst and grows by
 // BurstGrowth with every call settled with its usage counted, up to the
 // whole period, without handing out what the rate did not earn; a 429
-// halves it and remembers the burst refused, from half of which it grows
-// by probes only; a burst set by hand never grows.
+// cuts it and remembers the burst refused, grows back quickly to
+// BurstRecover of that and by probes above; a burst set by hand never
+// grows.
 func testBurstLearning(t *testing.T, s suite) {
 	e := s.setup(t, "burst-learning", quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 600)}})
 	require.Equal(t, 60.0, storekit.MaxBurst(quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 600)}}))
@@ -188,7 +189,7 @@ func testBurstLearning(t *testing.T, s suite) {
 		e.clock.Advance(100 * time.Millisecond) // the one it took, earned back
 		want *= storekit.BurstGrowth
 	}
-	require.InDelta(t, want, e.snapshot().Margin.Burst, 1e-9, "slow start: 5 %% a call")
+	require.InDelta(t, want, e.snapshot().Margin.Burst, 1e-9, "slow start: BurstGrowth a call")
 	require.InDelta(t, 10*want, e.axis(rq).Burst, LevelDelta)
 	require.InDelta(t, 10, e.axis(rq).Available, LevelDelta, "a larger burst hands out nothing the rate did not earn")
 	for i := range 80 {
@@ -203,12 +204,23 @@ func testBurstLearning(t *testing.T, s suite) {
 	}
 
 	e.pause(time.Millisecond, quota.PauseRateLimited)
-	cut := quota.Margin{Burst: 30, Rate: storekit.RateCut, Refused: 60}
-	require.Equal(t, cut, e.snapshot().Margin, "a 429 halves the burst and remembers the one refused")
-	require.InDelta(t, -300, e.axis(rq).Available, LevelDelta, "the bucket keeps what it owes")
+	cut := quota.Margin{Burst: 60 * storekit.BurstCut, Rate: storekit.RateCut, Refused: 60}
+	require.Equal(t, cut, e.snapshot().Margin, "a 429 cuts the burst and remembers the one refused")
+	require.InDelta(t, 600*storekit.BurstCut-600, e.axis(rq).Available, LevelDelta, "the bucket keeps what it owes")
 	e.clock.Advance(time.Minute)
-	e.countedCall("d", reqs(1))
-	require.InDelta(t, 30*storekit.BurstProbe, e.snapshot().Margin.Burst, 1e-9, "from half the burst refused, probes")
+	// Back to BurstRecover of the burst refused at BurstGrowth, then by
+	// probes.
+	calls := 0
+	for m := cut; m.Burst < storekit.BurstRecover*m.Refused; m = e.snapshot().Margin {
+		require.Less(t, calls, 20, "recovery is quick")
+		e.countedCall(fmt.Sprintf("d%d", calls), reqs(1))
+		e.clock.Advance(100 * time.Millisecond)
+		calls++
+	}
+	m := e.snapshot().Margin
+	require.Less(t, m.Burst, 60*storekit.BurstRecover*storekit.BurstGrowth)
+	e.countedCall("e", reqs(1))
+	require.InDelta(t, m.Burst*storekit.BurstProbe, e.snapshot().Margin.Burst, 1e-9, "near the burst refused, probes")
 
 	h := s.setup(t, "burst-learning-set", quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 600).WithBurst(2 * time.Second)}})
 	for i := range 10 {

@@ -63,7 +63,7 @@ var constants = []struct {
 	{"RATIO_FALL", tune.RatioFall},                                   // storekit.Ratio.Learn
 	{"BURST_CUT", storekit.BurstCut}, {"RATE_CUT", storekit.RateCut}, // storekit.Cut
 	{"MIN_BURST_MARGIN", storekit.MinBurstMargin}, {"MIN_RATE_MARGIN", storekit.MinRateMargin},
-	{"BURST_GROWTH", storekit.BurstGrowth}, {"BURST_PROBE", storekit.BurstProbe}, {"RATE_GAIN", storekit.RateGain}, // storekit.Gain
+	{"BURST_GROWTH", storekit.BurstGrowth}, {"BURST_PROBE", storekit.BurstProbe}, {"BURST_RECOVER", storekit.BurstRecover}, {"RATE_GAIN", storekit.RateGain}, // storekit.Gain
 }
 
 // A luaScript is one operation's script, with where each part begins in it,

@@ -8,8 +8,9 @@ import (
 
 // The learned margin's bounds and steps (see quota.Margin).
 const (
-	// MinBurstMargin and MinRateMargin are the least fractions of a
-	// bucket's burst and rate a key's margin can shrink to.
+	// MinBurstMargin and MinRateMargin are the least multiple of a
+	// bucket's burst and fraction of its rate a key's margin can shrink
+	// to.
 	MinBurstMargin = 1.0 / 16
 	MinRateMargin  = 0.8
 	// BurstCut and RateCut multiply a key's margin on a lesson.
@@ -17,11 +18,13 @@ const (
 	RateCut  = 0.98
 	// BurstGrowth multiplies the burst margin on each call settled with
 	// its usage counted while the provider has refused no burst (slow
-	// start), or while the burst is under half the one it last refused;
-	// BurstProbe multiplies it above that, so that a key near its
-	// provider's limit probes it about once per 350 calls.
-	BurstGrowth = 1.05
-	BurstProbe  = 1.002
+	// start: from a second's worth to the whole minute in 43 calls), or
+	// while the burst is under BurstRecover of the one it last refused;
+	// BurstProbe multiplies it above that, so that a key back from a
+	// lesson probes the burst refused after about 450 calls.
+	BurstGrowth  = 1.1
+	BurstProbe   = 1.0005
+	BurstRecover = 0.8
 	// RateGain is what each call settled with its usage counted adds back
 	// to the rate margin, up to 1.
 	RateGain = 1.0 / 20000
@@ -65,12 +68,12 @@ func Cut(m quota.Margin) quota.Margin {
 }
 
 // Gain returns m after a call that went well: the burst grown by
-// BurstGrowth, or by BurstProbe from half the burst last refused, never
+// BurstGrowth, or by BurstProbe from BurstRecover of the burst last refused, never
 // above top (MaxBurst); the rate raised by RateGain, never above 1.
 func Gain(m quota.Margin, top float64) quota.Margin {
 	m = OrNone(m)
 	grow := BurstGrowth
-	if m.Refused > 0 && 2*m.Burst >= m.Refused {
+	if m.Refused > 0 && m.Burst >= BurstRecover*m.Refused {
 		grow = BurstProbe
 	}
 	m.Burst = math.Max(m.Burst, math.Min(top, m.Burst*grow))

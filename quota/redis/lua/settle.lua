@@ -62,7 +62,7 @@ if counted and prompt > 0 and actual[3] > 0 then learn(actual[3] / prompt, tonum
 -- back a little of the rate.
 if counted and (root.mb < root.mx or root.mr < 1) then
   local grow = BURST_GROWTH
-  if root.mf > 0 and 2 * root.mb >= root.mf then grow = BURST_PROBE end
+  if root.mf > 0 and root.mb >= BURST_RECOVER * root.mf then grow = BURST_PROBE end
   local mb, mr = root.mb * grow, root.mr + RATE_GAIN
   if mb > root.mx then mb = root.mx end
   if mb < root.mb then mb = root.mb end
