@@ -147,11 +147,13 @@ func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteA
 		a.root.ins.admission(ctx, c.r.Key, d)
 		// A place in line that matures within PaceWithin is waited for
 		// here, to the moment, rather than by a retry whose dispatch
-		// would start the call late (see pace).
+		// would start the call late (see pace). No margin is added: the
+		// grant's start gate spaces the call from the one before it, and
+		// a margin would only leave the provider's window idle.
 		if d.Outcome != quota.Queued || d.Reason != quota.Capacity || d.Wait > o.PaceWithin || visit >= maxPacedVisits {
 			break
 		}
-		if err := sleep(ctx, d.Wait+o.RetryMargin); err != nil {
+		if err := sleep(ctx, d.Wait); err != nil {
 			return nil, err
 		}
 	}
@@ -289,11 +291,11 @@ func (a *activityInbound) wait(ctx context.Context, c *call, d quota.Decision) e
 	if d.Axis != 0 {
 		msg += " (" + d.Axis.String() + ")"
 	}
-	// A place in line is come back to PaceWithin/2 before it matures, and
+	// A place in line is come back to early (Options.comeBack), and
 	// waited out to the moment in process (see governed).
 	retry := d.Wait + o.RetryMargin
 	if d.Outcome == quota.Queued && d.Reason == quota.Capacity {
-		retry = d.Wait - o.PaceWithin/2
+		retry = d.Wait - o.comeBack()
 	}
 	return temporal.NewApplicationErrorWithOptions(msg, tollgate.QuotaRefused, temporal.ApplicationErrorOptions{
 		NextRetryDelay: max(retry, minNextRetryDelay),
@@ -302,8 +304,8 @@ func (a *activityInbound) wait(ctx context.Context, c *call, d quota.Decision) e
 }
 
 // pace waits for a granted call's start: in the activity when it is due
-// within PaceWithin, else by ending the attempt with a retry due
-// PaceWithin/2 before it, the grant kept for the next attempt.
+// within PaceWithin, else by ending the attempt with a retry due early
+// (Options.comeBack), the grant kept for the next attempt.
 func (a *activityInbound) pace(ctx context.Context, c *call, d quota.Decision) error {
 	o := &a.root.opts
 	if d.Start > o.PaceWithin {
@@ -313,7 +315,7 @@ func (a *activityInbound) pace(ctx context.Context, c *call, d quota.Decision) e
 		return temporal.NewApplicationErrorWithOptions(
 			fmt.Sprintf("tollgate: %s granted, starting in %s (paced by its limits' burst)", c.r.Key, d.Start.Round(time.Millisecond)),
 			tollgate.QuotaRefused, temporal.ApplicationErrorOptions{
-				NextRetryDelay: max(d.Start-o.PaceWithin/2, minNextRetryDelay),
+				NextRetryDelay: max(d.Start-o.comeBack(), minNextRetryDelay),
 				Category:       temporal.ApplicationErrorCategoryBenign,
 			})
 	}

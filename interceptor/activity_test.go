@@ -160,9 +160,10 @@ func TestQueuedCallEndsAttemptWithTheWait(t *testing.T) {
 	appErr := appError(t, err)
 	require.Equal(t, tollgate.QuotaRefused, appErr.Type())
 	require.False(t, appErr.NonRetryable())
-	// Due half of PaceWithin before the place matures: the next attempt
-	// waits the rest out in process, to the moment.
-	require.Equal(t, 10*time.Second-interceptor.DefaultPaceWithin/2, appErr.NextRetryDelay())
+	// Due nine tenths of PaceWithin before the place matures: the next
+	// attempt, back even a little late, waits the rest out in process, to
+	// the moment.
+	require.Equal(t, 10*time.Second-interceptor.DefaultPaceWithin*9/10, appErr.NextRetryDelay())
 	require.Equal(t, temporal.ApplicationErrorCategoryBenign, appErr.Category())
 	require.EqualValues(t, 1, u.sim.Stats("gpt-u").Received, "the refused attempt never reached the provider")
 	require.EqualValues(t, 1, u.ic.Stats().Queued)

@@ -171,12 +171,16 @@ func (o *workflowOutbound) reserve(ctx workflow.Context, charge quota.Charge, ao
 	}
 	pastDeadline := ao.ScheduleToCloseTimeout > 0 && res.Wait > ao.ScheduleToCloseTimeout
 	if res.Outcome == quota.Queued && res.Reason == quota.Capacity && !pastDeadline {
-		// The activity is scheduled PaceWithin/2 before the place
-		// matures, and waits the rest out to the moment (see governed):
-		// a timer and a dispatch start a call later, and unevenly.
+		// The activity is scheduled ahead of the place's maturity, and
+		// waits the rest out to the moment (see governed): a timer and a
+		// dispatch start a call later, and unevenly. Version 1 scheduled
+		// it PaceWithin/2 ahead, 2 as a retry is (Options.comeBack).
 		wait := res.Wait + o.root.opts.RetryMargin
-		if workflow.GetVersion(ctx, paceVersion, workflow.DefaultVersion, 1) == 1 {
+		switch workflow.GetVersion(ctx, paceVersion, workflow.DefaultVersion, 2) {
+		case 1:
 			wait = max(res.Wait-o.root.opts.PaceWithin/2, 0)
+		case 2:
+			wait = max(res.Wait-o.root.opts.comeBack(), 0)
 		}
 		if err := workflow.Sleep(ctx, wait); err != nil {
 			dctx, _ := workflow.NewDisconnectedContext(lctx)
