@@ -291,8 +291,8 @@ func (a *activityInbound) wait(ctx context.Context, c *call, d quota.Decision) e
 	if d.Axis != 0 {
 		msg += " (" + d.Axis.String() + ")"
 	}
-	// A place in line is come back to early (Options.comeBack), and
-	// waited out to the moment in process (see governed).
+	// A place in line is due back early (Options.comeBack) and waited
+	// out to the moment in process (see governed).
 	retry := d.Wait + o.RetryMargin
 	if d.Outcome == quota.Queued && d.Reason == quota.Capacity {
 		retry = d.Wait - o.comeBack()
@@ -323,8 +323,10 @@ func (a *activityInbound) pace(ctx context.Context, c *call, d quota.Decision) e
 }
 
 // maxPacedVisits bounds how often one attempt asks the store again after
-// waiting in process for its place: a place's maturity moves later only
-// when other tenants' calls are placed ahead of it.
+// waiting in process for its place: a place's maturity moves later when
+// other tenants' calls are placed ahead of it, and when a start gate
+// starts a call ahead of it later than the buckets would (the line waits
+// behind the starts, see quota's burst.go).
 const maxPacedVisits = 4
 
 // sleep waits d, or until ctx is done.

@@ -245,8 +245,8 @@ func (o Options) backups(key quota.Key) []string {
 // comeBack is how long before its place matures (or its start comes) a
 // call that ends its attempt to wait is due back: nine tenths of
 // PaceWithin. Temporal starts a retry, or a workflow timer's activity,
-// late and unevenly (bench/fleet -window 0.0167 saw a median of about
-// 120 ms past due and a tenth of them over 250 ms, on the embedded server),
+// late and unevenly (a traced bench/fleet -window 0.0167 run, on the
+// embedded server: a median of about 120 ms past due, a tenth over 250 ms),
 // and a call back in time waits the rest in process, to the moment,
 // where one back late leaves the provider's window idle: a limit
 // enforced per second banks nothing for it.
