@@ -26,7 +26,11 @@ import (
 // every fractional value travels as a string formatted with %.17g (integers
 // below 2^53 take %d, the same digits for less work), and replies return only
 // integers below 2^53 as numbers. Parsing (strtod) and formatting are most of
-// the scripts' own cost, so they do each once.
+// the scripts' own cost, so they do each once. A string that always holds a
+// number (every argument the Store passes, Redis TIME) is read as s * 1:
+// arithmetic converts it once, where tonumber converts it twice (lua_isnumber,
+// then lua_tonumber), and * 1, unlike + 0, keeps -0. tonumber stays where a
+// string may be missing or no number (the state, the records).
 
 //go:embed lua/*.lua
 var luaFiles embed.FS
@@ -80,12 +84,12 @@ type part struct {
 
 // The operations' scripts, with the parts each is made of, in order.
 var (
-	reserveScript  = compose("reserve", "calibration", "recover", "gates", "line", "tickets")
-	settleScript   = compose("settle", "calibration", "recover", "gates", "line", "tickets")
-	cancelScript   = compose("cancel", "recover", "gates", "line", "tickets")
-	renewScript    = compose("renew", "recover", "line", "tickets")
-	pauseScript    = compose("pause", "recover", "gates", "line")
-	observeScript  = compose("observe", "recover", "line")
+	reserveScript  = compose("reserve", "calibration", "recover", "gates", "line", "tickets", "upkeep")
+	settleScript   = compose("settle", "calibration", "recover", "gates", "line", "tickets", "upkeep")
+	cancelScript   = compose("cancel", "recover", "gates", "line", "tickets", "upkeep")
+	renewScript    = compose("renew", "recover", "line", "tickets", "upkeep")
+	pauseScript    = compose("pause", "recover", "gates", "line", "upkeep")
+	observeScript  = compose("observe", "recover", "line", "upkeep")
 	snapshotScript = compose("snapshot", "calibration", "recover", "line")
 )
 

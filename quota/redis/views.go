@@ -12,7 +12,7 @@ import (
 // charged to the budget (an account's own key and its tenants'): its epoch
 // ("" for none) and, per daily limit, the window it last saw ("start used",
 // or ""), as the scripts' replies gave them. A script that finds the state
-// lost recovers it from them (see lua/recover.lua).
+// lost recovers it from them (see lua/recover.lua and lua/upkeep.lua).
 type view struct {
 	epoch atomic.Value
 	seen  []atomic.Value

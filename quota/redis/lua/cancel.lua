@@ -7,9 +7,6 @@
 
 local ticketID = arg()
 
-checkEpochs()
-sweepAll()
-
 local t, other = ticket()
 if other then return wrongTenant(other) end
 if not t then

@@ -48,7 +48,7 @@ end
 -- numbers returns the next n arguments parsed, as a table.
 local function numbers(n)
   local t, i = {}, argi
-  for k = 1, n do t[k] = tonumber(argv[i + k]) end
+  for k = 1, n do t[k] = argv[i + k] * 1 end
   argi = i + n
   return t
 end
@@ -73,16 +73,13 @@ end
 local now = arg()
 if now == '' then
   local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+  now = tm[1] * 1000000 + tm[2]
 else
   now = tonumber(now)
 end
 local nowS = fmt(now)
 local tenant, weight, maxWait, nBudgets = args(4)
-tenant, weight, maxWait = '.' .. tenant, tonumber(weight), tonumber(maxWait)
-
--- costOn maps an axis id to the index of the cost part it charges.
-local costOn = {['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 1, ['6'] = 2, ['8'] = 5, ['9'] = 5}
+tenant, weight, maxWait = '.' .. tenant, weight * 1, maxWait * 1
 
 -- A cost is written as its parts, the last "out" or, for a priced call,
 -- "out$spend" (output tokens, then Money): a call with no price keeps the
@@ -111,32 +108,55 @@ end
 -- the package doc), conf the configured capacity as passed, period µs
 -- (buckets only), ci its cost part (none for concurrency), st its budget's
 -- state, rate and burst (buckets: with the margin), lv a level just read
--- (see adjust).
+-- (see adjust); for a bucket, lk, tk, gk and hk the names of its level,
+-- its level's time, its gate and its gate's time in st (made once: each
+-- is read and written several times a call), and ls/ln and gs/gn the
+-- level's and the gate's string last parsed and its number (see level).
 local lastP, period -- axes usually share a period: parse each one once
 local function budget(Sk, Lk, Qk)
   local st = {}
   local raw = redis.call('HGETALL', Sk)
   for j = 1, #raw, 2 do st[raw[j]] = raw[j + 1] end
-  local pu = tonumber(st['pu'] or '') or 0
+  -- A state rarely holds a pause or a margin: tonumber is spared then.
+  local pu, mb, mr, mf = st['pu'], st['mb'], st['mr'], st['mf']
+  pu = pu and tonumber(pu) or 0
   local prio, adopts, leaseTTL, mx, n = args(5)
-  local b = {S = Sk, L = Lk, Q = Qk, st = st, prio = tonumber(prio), adopts = adopts == '1',
-    leaseTTL = tonumber(leaseTTL), n = tonumber(n), axes = {}, conc = nil, daily = false, nd = 0,
+  local b = {S = Sk, L = Lk, Q = Qk, st = st, prio = prio * 1, adopts = adopts == '1',
+    leaseTTL = leaseTTL * 1, n = n * 1, axes = {}, conc = nil, daily = false, nd = 0,
     pu = pu, pr = st['pr'], paused = pu > now, ep = st['ep'], known = nil, seen = {},
-    mb = tonumber(st['mb'] or '') or 1, mr = tonumber(st['mr'] or '') or 1, mf = tonumber(st['mf'] or '') or 0,
-    mx = tonumber(mx), w = {}, nw = 0}
+    mb = mb and tonumber(mb) or 1, mr = mr and tonumber(mr) or 1, mf = mf and tonumber(mf) or 0,
+    mx = mx * 1, w = {}, nw = 0}
   for k = 1, b.n do
     local id, kind, conf, p, bs = args(5)
     if kind == BUCKET and p ~= lastP then
       lastP = p
-      period = tonumber(p)
+      period = p * 1
     end
-    local cap = conf
-    if b.adopts and st['o' .. id] == conf and st['c' .. id] then cap = st['c' .. id] end
+    local cap
+    if b.adopts and st['o' .. id] == conf and st['c' .. id] then cap = tonumber(st['c' .. id]) else cap = conf * 1 end
+    -- The cost part the axis charges, none for concurrency (tested here, as
+    -- a table of them would be built on every call).
+    local ci
+    if id == '1' or id == '5' then
+      ci = 1
+    elseif id == '2' or id == '6' then
+      ci = 2
+    elseif id == '3' then
+      ci = 3
+    elseif id == '4' then
+      ci = 4
+    elseif id == '8' or id == '9' then
+      ci = 5
+    end
     -- Every field is named here so the table is sized once.
-    local a = {id = id, kind = kind, cap = tonumber(cap), conf = conf, ci = costOn[id],
-      period = kind == BUCKET and period or nil, bs = kind == BUCKET and tonumber(bs) or nil,
-      rate = nil, burst = nil, lv = nil, ws = nil, we = nil, st = st}
-    if kind == BUCKET then a.rate, a.burst = a.cap / period * b.mr, a.cap * a.bs * b.mb end
+    local a = {id = id, kind = kind, cap = cap, conf = conf, ci = ci,
+      period = kind == BUCKET and period or nil, bs = kind == BUCKET and bs * 1 or nil,
+      rate = nil, burst = nil, lv = nil, ws = nil, we = nil, st = st,
+      lk = nil, tk = nil, gk = nil, hk = nil, ls = nil, ln = nil, gs = nil, gn = nil}
+    if kind == BUCKET then
+      a.rate, a.burst = a.cap / period * b.mr, a.cap * a.bs * b.mb
+      a.lk, a.tk, a.gk, a.hk = 'l' .. id, 't' .. id, 'g' .. id, 'h' .. id
+    end
     if kind == LEASES then
       b.conc = a
     elseif kind == DAILY then
@@ -200,9 +220,9 @@ for _, b in ipairs(both) do
   for k = 1, b.n do
     local a = b.axes[k]
     if a.kind == DAILY then
-      local from = tonumber(arg())
+      local from = arg() * 1
       for _ = 1, 5 do
-        local to = tonumber(arg())
+        local to = arg() * 1
         if from <= now and now < to then a.ws, a.we = from, to end
         from = to
       end
@@ -223,15 +243,24 @@ end
 local leaseTTL = root.leaseTTL
 if own and own.leaseTTL < leaseTTL then leaseTTL = own.leaseTTL end
 
--- The axes' level times are usually one write's now: parse each one once.
+-- timeOf returns time ts of a state parsed: the times of the axes' levels
+-- and gates are usually one write's now, this call's or an earlier one's,
+-- so each is parsed once.
 local lastT, lastTN
-local function level(a)
-  local l = a.st['l' .. a.id]
-  if not l then return a.burst end
-  l = tonumber(l)
-  local ts = a.st['t' .. a.id]
+local function timeOf(ts)
+  if ts == nowS then return now end
   if ts ~= lastT then lastT, lastTN = ts, tonumber(ts) end
-  local dt = now - lastTN
+  return lastTN
+end
+
+-- level returns bucket a's level at now. A level is parsed once, and one
+-- written (putLevel) not at all: fmt gives back the very number.
+local function level(a)
+  local l = a.st[a.lk]
+  if not l then return a.burst end
+  if l ~= a.ls then a.ls, a.ln = l, tonumber(l) end
+  l = a.ln
+  local dt = now - timeOf(a.st[a.tk])
   if dt > 0 then l = l + dt * a.rate end
   if l > a.burst then l = a.burst end
   return l
@@ -242,24 +271,20 @@ local function used(a)
   return 0
 end
 
--- pause returns the call's budget whose pause ends last (the tenant's
--- among equals), or nil when none is paused.
-local function pause()
-  local p
-  for _, b in ipairs(budgets) do
-    if b.paused and (not p or b.pu > p.pu) then p = b end
-  end
-  return p
-end
-
-
 -- stamp is the time to date a bucket's new level at: now, unless the clock
 -- has stepped back past the level's own time. A level is never dated back,
 -- or the span the clock repeats would earn a second refill.
 local function stamp(a)
-  local ts = a.st['t' .. a.id]
-  if ts and tonumber(ts) > now then return ts end
+  local ts = a.st[a.tk]
+  if ts and timeOf(ts) > now then return ts end
   return nowS
+end
+
+-- putLevel writes level l of bucket a of budget b, dated at stamp(a).
+local function putLevel(b, a, l)
+  local s = fmt(l)
+  put(b, a.lk, s, a.tk, stamp(a))
+  a.ls, a.ln = s, l
 end
 
 -- adjust charges delta[1..5] (negative: refunds) against every axis of
@@ -276,8 +301,7 @@ local function adjust(b, delta, at)
     if a.kind == BUCKET and c then
       local l = (a.lv or level(a)) - c
       if c < 0 and l > a.burst then l = a.burst end
-      local ts = stamp(a)
-      put(b, 'l' .. a.id, fmt(l), 't' .. a.id, ts)
+      putLevel(b, a, l)
     elseif a.kind == DAILY and c then
       local u = used(a) + c
       if u < 0 then u = 0 end
@@ -291,10 +315,10 @@ end
 -- remaining or -1). Levels are only lowered; an adopted capacity replaces
 -- the policy's, recorded with the configured capacity it was adopted under.
 local function observe(b)
-  local m = tonumber(arg())
+  local m = arg() * 1
   for _ = 1, m do
     local id, adopt, rem = args(3)
-    adopt, rem = tonumber(adopt), tonumber(rem)
+    adopt, rem = adopt * 1, rem * 1
     for q = 1, b.n do
       local a = b.axes[q]
       if a.id == id then
@@ -306,8 +330,7 @@ local function observe(b)
             if l > a.burst then l = a.burst end
           end
           if rem >= 0 and rem < l then l = rem end
-          local ts = stamp(a)
-          put(b, 'l' .. id, fmt(l), 't' .. id, ts)
+          putLevel(b, a, l)
         elseif a.kind == DAILY then
           if adopt > 0 then
             a.cap = adopt

@@ -7,12 +7,14 @@
 -- the time it is dated at (a start yet to come, or the last one). A gate
 -- with no level is full.
 
--- gateLevel returns the root's gate of axis a as of at, and its burst.
+-- gateLevel returns the root's gate of axis a as of at, and its burst. A
+-- gate is parsed once, and one written (gate) not at all, as a level is.
 local function gateLevel(a, at)
   local burst = a.burst
-  local g = a.st['g' .. a.id]
+  local g = a.st[a.gk]
   if not g then return burst, burst end
-  local l, ts = tonumber(g), tonumber(a.st['h' .. a.id])
+  if g ~= a.gs then a.gs, a.gn = g, tonumber(g) end
+  local l, ts = a.gn, timeOf(a.st[a.hk])
   if at > ts then l = l + (at - ts) * a.rate end
   if l > burst then l = burst end
   return l, burst
@@ -27,7 +29,8 @@ local function gate(cost, wait, sign, own)
     local a = root.axes[k]
     local c = a.kind == BUCKET and cost[a.ci] or 0
     local at = now + wait
-    local ts = tonumber(a.st['h' .. a.id] or '')
+    local ts = a.st[a.hk]
+    ts = ts and timeOf(ts)
     if ts and ts > at then
       at = ts
       -- A gate dated at a start yet to come holds the level after that
@@ -39,7 +42,9 @@ local function gate(cost, wait, sign, own)
     if c ~= 0 then
       local l = gateLevel(a, at) - sign * c
       if l > a.burst then l = a.burst end
-      put(root, 'g' .. a.id, fmt(l), 'h' .. a.id, fmt(at))
+      local s = fmt(l)
+      put(root, a.gk, s, a.hk, at == now and nowS or fmt(at))
+      a.gs, a.gn = s, l
     end
   end
 end
@@ -55,7 +60,8 @@ local function start(cost)
     local c = a.kind == BUCKET and cost[a.ci] or 0
     if c > 0 then
       local from = now
-      local ts = tonumber(a.st['h' .. a.id] or '')
+      local ts = a.st[a.hk]
+      ts = ts and timeOf(ts)
       if ts and ts > from then from = ts end
       local l, burst = gateLevel(a, from)
       local need = c < burst and c or burst
@@ -74,8 +80,7 @@ local function start(cost)
     for k = 1, root.n do
       local a = root.axes[k]
       if a.kind == BUCKET then
-        local l, ts = level(a) - a.rate * wait, stamp(a)
-        put(root, 'l' .. a.id, fmt(l), 't' .. a.id, ts)
+        putLevel(root, a, level(a) - a.rate * wait)
         a.lv = nil
       end
     end
@@ -96,18 +101,18 @@ local function remargin(mb, mr, mf)
       local burst = a.cap * a.bs * mb
       local delta = burst - a.burst
       if delta > 0 then delta = 0 end
-      local lk, tk = 'l' .. a.id, 't' .. a.id
-      if a.st[lk] then
+      if a.st[a.lk] then
         local l = level(a) + delta
         if l > burst then l = burst end
-        writes[#writes + 1], writes[#writes + 2], writes[#writes + 3], writes[#writes + 4] = lk, fmt(l), tk, stamp(a)
+        writes[#writes + 1], writes[#writes + 2], writes[#writes + 3], writes[#writes + 4] = a.lk, fmt(l), a.tk, stamp(a)
       end
-      local ts = tonumber(a.st['h' .. a.id] or '')
+      local ts = a.st[a.hk]
+      ts = ts and timeOf(ts)
       if ts then
         local at = ts > now and ts or now
         local g = gateLevel(a, at) + delta
         if g > burst then g = burst end
-        writes[#writes + 1], writes[#writes + 2], writes[#writes + 3], writes[#writes + 4] = 'g' .. a.id, fmt(g), 'h' .. a.id, fmt(at)
+        writes[#writes + 1], writes[#writes + 2], writes[#writes + 3], writes[#writes + 4] = a.gk, fmt(g), a.hk, fmt(at)
       end
     end
   end

@@ -38,13 +38,6 @@ local function parts(raw)
   return {tonumber(c), tonumber(c1), tonumber(c2), tonumber(c3), o, m}
 end
 
--- inLine returns the cost in the root's line per part, all tenants'.
-local function inLine()
-  local st = root.st
-  return {tonumber(st['q1'] or '') or 0, tonumber(st['q2'] or '') or 0, tonumber(st['q3'] or '') or 0,
-    tonumber(st['q4'] or '') or 0, tonumber(st['q5'] or '') or 0}
-end
-
 -- count adds sign × the cost of member m, of tenant n, to the line's
 -- totals: the root's q1..q5 and the tenant's entry in W.
 local function count(n, c, sign)
@@ -75,28 +68,6 @@ local function unline(m)
   if p then count(p.n, p.c, -1) end
 end
 
--- sweep refunds to budget b up to SWEEP of its queued tickets that lapsed
--- before now, never granted: daily windows only while the day they were
--- charged in lasts.
-local function sweep(b)
-  local due = redis.call('ZRANGEBYSCORE', b.Q, '-inf', nowS, 'LIMIT', 0, SWEEP)
-  for _, m in ipairs(due) do
-    local p = parseMember(m)
-    if p then
-      adjust(b, {-p.c[1], -p.c[2], -p.c[3], -p.c[4], -p.c[5]}, p.w)
-    else
-      unreadable()
-    end
-    redis.call('ZREM', b.Q, m)
-    unline(m)
-  end
-end
-
--- sweepAll sweeps every budget of the call.
-local function sweepAll()
-  for _, b in ipairs(budgets) do sweep(b) end
-end
-
 -- sums returns the cost in the root's line: in total and ahead of (tag,
 -- seq), of every tenant and of the call's tenant (when its budget is
 -- nested), each per part. The totals are kept as tickets enter and leave;
@@ -104,7 +75,10 @@ end
 -- reads the tickets ahead of its place or those behind it, whichever are
 -- fewer: O(log queued + that) per call.
 local function sums(tag, seq)
-  local tot, otot = inLine(), {0, 0, 0, 0}
+  local st = root.st
+  local tot = {tonumber(st['q1'] or '') or 0, tonumber(st['q2'] or '') or 0, tonumber(st['q3'] or '') or 0,
+    tonumber(st['q4'] or '') or 0, tonumber(st['q5'] or '') or 0}
+  local otot = {0, 0, 0, 0}
   if own then
     local w = parts(redis.call('HGET', W, tenant))
     otot = {w[2], w[3], w[4], w[5]}
@@ -184,17 +158,6 @@ local function lineWaits(busy, tag, seq, cost, low)
   local w, a = lineWait(root, cost, low, ahd, tot)
   if w > wait then wait, waxis = w, a end
   return wait, waxis
-end
-
--- finish returns the call's tenant's latest tag, if it is past the line's
--- virtual time v; a tag behind it counts for nothing, and is dropped.
-local function finish(v)
-  local f = tonumber(redis.call('HGET', F, tenant) or '')
-  if f and f <= v then
-    redis.call('HDEL', F, tenant)
-    return nil
-  end
-  return f
 end
 
 -- setFinish records tag as the call's tenant's latest; the hash lives as

@@ -5,7 +5,5 @@
 --
 -- Reply: 1.
 
-checkEpochs()
-sweepAll()
 observe(target)
 return done(1)

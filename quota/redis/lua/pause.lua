@@ -13,9 +13,6 @@ local untilT = now + tonumber(arg())
 local reason = arg()
 local lesson = arg() == '1'
 
-checkEpochs()
-sweepAll()
-
 if lesson and untilT > now and not root.paused then
   local mb, mr = root.mb * BURST_CUT, root.mr * RATE_CUT
   remargin(mb > MIN_BURST_MARGIN and mb or MIN_BURST_MARGIN, mr > MIN_RATE_MARGIN and mr or MIN_RATE_MARGIN, root.mb)

@@ -15,9 +15,6 @@ local ticketID = arg()
 local exp = now + tonumber(arg())
 local proofs = {arg(), arg()}
 
-checkEpochs()
-sweepAll()
-
 local t, other = ticket()
 if other then return wrongTenant(other) end
 if not t then

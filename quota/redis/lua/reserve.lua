@@ -18,13 +18,10 @@ local ticketID, low = args(2)
 low = low == '1'
 local cost = numbers(5)
 local prompt, minR, maxR, half, grantTTL, place = args(6)
-prompt, grantTTL, place = tonumber(prompt), tonumber(grantTTL), place == '1'
-minR, maxR, half = tonumber(minR), tonumber(maxR), tonumber(half)
+prompt, grantTTL, place = prompt * 1, grantTTL * 1, place == '1'
+minR, maxR, half = minR * 1, maxR * 1, half * 1
 local queueTTL = leaseTTL
 local c1, c4 = fmt(cost[1]), lastPart(cost[4], cost[5])
-
-checkEpochs()
-sweepAll()
 
 for _, b in ipairs(budgets) do
   local mine = b == own and 1 or 0
@@ -72,7 +69,12 @@ end
 
 local t, other = ticket()
 if other then return wrongTenant(other) end
-local p = pause()
+-- p is the call's budget whose pause ends last (the tenant's among
+-- equals), or nil when none is paused.
+local p
+for _, b in ipairs(budgets) do
+  if b.paused and (not p or b.pu > p.pu) then p = b end
+end
 if t then
   local mat, ax = tonumber(t.m), t.a
   local inLine = t.s == 'q' and t.g ~= '' and t.g ~= '-'
@@ -147,8 +149,9 @@ if spent then return reply(3, refusal, spentOwn and 5 or 2, spent) end
 -- The call's tag: its cost's dominant share of the root's buckets over
 -- its tenant's weight, past the line's virtual time and its tenant's
 -- latest tag.
-local busy = root.st['fq'] ~= nil -- the line's counter lives while it holds a ticket
-local v, seq = tonumber(root.st['fv'] or '') or 0, (tonumber(root.st['fq'] or '') or 0) + 1
+local fv, fq = root.st['fv'], root.st['fq']
+local busy = fq ~= nil -- the line's counter lives while it holds a ticket
+local v, seq = fv and tonumber(fv) or 0, (fq and tonumber(fq) or 0) + 1
 local share = 0
 for k = 1, root.n do
   local a = root.axes[k]
@@ -156,8 +159,14 @@ for k = 1, root.n do
 end
 local base = v
 if busy then
-  local f = finish(v)
-  if f and f > base then base = f end
+  -- Its tenant's latest tag counts if it is past the line's virtual time;
+  -- one behind it counts for nothing, and is dropped.
+  local f = tonumber(redis.call('HGET', F, tenant) or '')
+  if f and f <= v then
+    redis.call('HDEL', F, tenant)
+  elseif f and f > base then
+    base = f
+  end
 end
 local tag = base + share / weight
 local wait, waxis = lineWaits(busy, tag, seq, cost, low)

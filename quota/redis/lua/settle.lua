@@ -22,14 +22,11 @@ local actual = numbers(5)
 local ticketID = arg()
 local proofs = {args(2)}
 local prompt, counted = args(2)
-prompt, counted = tonumber(prompt), counted == '1'
+prompt, counted = prompt * 1, counted == '1'
 -- The calibration's bounds and the cost told are read as strings and
 -- parsed only on the paths that use them: parsing is most of the work.
 local minR, maxR, half = args(3)
 local told = {args(5)}
-
-checkEpochs()
-sweepAll()
 
 local t, other = ticket()
 if other then return wrongTenant(other) end
@@ -48,7 +45,7 @@ if t and t.s == 'g' then
 elseif not t then
   local over, any = {}, false
   for j = 1, 5 do
-    over[j] = actual[j] - tonumber(told[j])
+    over[j] = actual[j] - told[j] * 1
     if over[j] > 0 then any = true else over[j] = 0 end
   end
   if any then
@@ -57,7 +54,7 @@ elseif not t then
   if regrant(ticketID, nil, proofs) then held = 1 end
 end
 observe(root)
-if counted and prompt > 0 and actual[3] > 0 then learn(actual[3] / prompt, tonumber(minR), tonumber(maxR), tonumber(half)) end
+if counted and prompt > 0 and actual[3] > 0 then learn(actual[3] / prompt, minR * 1, maxR * 1, half * 1) end
 -- A call counted as it went grows the burst (storekit.Gain) and earns
 -- back a little of the rate.
 if counted and (root.mb < root.mx or root.mr < 1) then

@@ -4,8 +4,8 @@
 -- half-life µs (0 0 0: off).
 --
 -- It writes nothing, so it reads the state as the next write will find
--- it: queued tickets that lapsed count as refunded (sweep), and a state
--- the caller finds lost as recovered (recover), buckets empty, daily
+-- it: queued tickets that lapsed count as refunded (see upkeep.lua), and
+-- a state the caller finds lost as recovered (recover), buckets empty, daily
 -- windows as used as the caller saw them and every free slot held.
 --
 -- Reply: {now, the target's paused until or '', its pause reason, the

@@ -21,7 +21,8 @@
 -- Its fields are the record's strings, which saveTicket writes back as
 -- they are, and, parsed once (parsing is most of a script's own work),
 -- cost, the charge as numbers (5 parts), and at, the time it was charged
--- at (w): neither changes but through today, which keeps w and at in step.
+-- at (w): neither changes but where lease moves a ticket's daily charges
+-- into today's windows, which keeps w and at in step.
 local function ticket()
   local raw = redis.call('GET', T)
   if not raw then return nil end
@@ -97,38 +98,6 @@ local function reply(outcome, wait, reason, axis, preason, lease, t, expiry)
   return done(r)
 end
 
--- today moves the daily charges of queued ticket t, charged on a day
--- before the current one, into today's windows, where its call runs: the
--- day the call is granted in owes its estimate. It returns the first
--- daily axis whose window today has no room for the call (low: within the
--- priority reserve), changing nothing then. id is t's.
-local function today(t, id, low)
-  local w, c = t.at, t.cost
-  local moves = {}
-  for _, b in ipairs(budgets) do
-    for k = 1, b.n do
-      local a = b.axes[k]
-      if a.kind == DAILY and w < a.ws and c[a.ci] > 0 then
-        local limit = a.cap
-        if low then limit = a.cap - a.cap * b.prio end
-        if used(a) + c[a.ci] > limit then return a end
-        moves[#moves + 1] = {b, a}
-      end
-    end
-  end
-  if #moves == 0 then return nil end
-  for _, m in ipairs(moves) do
-    local b, a = m[1], m[2]
-    local u = used(a) + c[a.ci]
-    put(b, 'w' .. a.id, fmt(a.ws), 'd' .. a.id, fmt(u))
-  end
-  -- Its queue members name the day it was charged in: they go with it.
-  local old = member(t, id)
-  for _, b in ipairs(budgets) do redis.call('ZREM', b.Q, old) end
-  t.w, t.at = nowS, now
-  return nil
-end
-
 -- lease grants a matured ticket for grantTTL µs, taking a concurrency slot
 -- of every budget with a concurrency limit (step 4f), or queues it (for
 -- the policy's queueTTL past now) while any of them has every slot open to
@@ -175,7 +144,39 @@ local function lease(t, ticketID, fresh, grantTTL, queueTTL, low)
     return reply(2, wait, 3, 7, nil, nil, t)
   end
   if t.s ~= 'g' then
-    local spent = today(t, ticketID, low)
+    -- A queued ticket charged on a day before the current one moves its
+    -- daily charges into today's windows, where its call runs: the day the
+    -- call is granted in owes its estimate. spent is the first daily axis
+    -- whose window today has no room for the call (low: within the
+    -- priority reserve), which changes nothing.
+    local w, c = t.at, t.cost
+    local moves, spent
+    for _, b in ipairs(budgets) do
+      for k = 1, b.n do
+        local a = b.axes[k]
+        if not spent and a.kind == DAILY and w < a.ws and c[a.ci] > 0 then
+          local limit = a.cap
+          if low then limit = a.cap - a.cap * b.prio end
+          if used(a) + c[a.ci] > limit then
+            spent = a
+          else
+            moves = moves or {}
+            moves[#moves + 1] = {b, a}
+          end
+        end
+      end
+    end
+    if moves and not spent then
+      for _, m in ipairs(moves) do
+        local b, a = m[1], m[2]
+        local u = used(a) + c[a.ci]
+        put(b, 'w' .. a.id, fmt(a.ws), 'd' .. a.id, fmt(u))
+      end
+      -- Its queue members name the day it was charged in: they go with it.
+      local old = member(t, ticketID)
+      for _, b in ipairs(budgets) do redis.call('ZREM', b.Q, old) end
+      t.w, t.at = nowS, now
+    end
     if spent then
       -- Today has no room for it: the call is refused as a new one would
       -- be, and its ticket is given up.
