@@ -92,7 +92,7 @@ func TestConstantsReadAsWritten(t *testing.T) {
 // TestScriptErrorsNameTheirFile: an error Redis reports inside a script
 // names the file and line of lua/ it comes from.
 func TestScriptErrorsNameTheirFile(t *testing.T) {
-	rdb := redistest.Start(t)
+	rdb := redistest.StartProcess(t, "Redis's own Lua error messages").Client()
 	lines := strings.Split(luaSources(t)["common.lua"], "\n")
 	// A missing now fails in fmt, formatting it, in common.lua.
 	err := reserveScript.Run(context.Background(), rdb, []string{"k"}).Err()

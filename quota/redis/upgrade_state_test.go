@@ -108,7 +108,7 @@ func TestUpgradeAccountNamedDefault(t *testing.T) {
 // added. The state a money budget adds (its window) it reads: a key whose
 // line holds no priced member works for both.
 func TestUpgradeOldReleaseCannotReadPricedMembers(t *testing.T) {
-	srv := redistest.StartServer(t)
+	srv := redistest.StartProcess(t, "Redis's own Lua error messages")
 	rate := quota.Per(quota.Requests, 1, time.Second).WithBurst(time.Second)
 	// The old worker's policies know no money (its release had none).
 	old, _, clock := releasesOn(t, srv, policies(t, quota.Policy{Limits: []quota.Limit{rate}}))
