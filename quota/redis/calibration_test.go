@@ -17,7 +17,7 @@ import (
 // provider's token count, every store on the same Redis applies at once, and
 // a store built anew (a restarted worker) starts from it.
 func TestEstimateRatioIsSharedAndDurable(t *testing.T) {
-	rdb := redistest.StartProcess(t, "Redis TIME in a read-only script (Snapshot), which miniredis refuses").Client()
+	rdb := redistest.Start(t)
 	ctx := context.Background()
 	ps := policies(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Tokens, 1_000_000).WithBurst(time.Minute)}})
 	learner, err := redis.New(rdb, ps, redis.Options{})

@@ -18,7 +18,7 @@ import (
 // every replica starts calls at, and a store built afresh on the same Redis
 // (a restarted worker) starts from what was learned, not from scratch.
 func TestMarginIsSharedAndKept(t *testing.T) {
-	srv := redistest.StartProcess(t, "Redis TIME in a read-only script (Snapshot), which miniredis refuses")
+	srv := redistest.StartServer(t)
 	k := quota.Key{Provider: "openai", Model: "margin-" + t.Name()}
 	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{k: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 600)}}})
 	require.NoError(t, err)

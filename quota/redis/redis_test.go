@@ -128,7 +128,7 @@ func TestPrefixSeparatesStores(t *testing.T) {
 // TestScriptCacheFlushed: after SCRIPT FLUSH (a restart, a failover) the
 // script is sent again rather than failing with NOSCRIPT.
 func TestScriptCacheFlushed(t *testing.T) {
-	rdb := redistest.StartProcess(t, "Redis TIME in a read-only script (Snapshot), which miniredis refuses").Client()
+	rdb := redistest.Start(t)
 	ctx := context.Background()
 	s, err := redis.New(rdb, policies(t, quota.Policy{Limits: []quota.Limit{quota.PerMinute(quota.Requests, 10).WithBurst(time.Minute)}}), redis.Options{})
 	require.NoError(t, err)
@@ -141,7 +141,7 @@ func TestScriptCacheFlushed(t *testing.T) {
 
 // TestRedisTimeIsTheClock: with no Options.Clock the scripts read Redis TIME.
 func TestRedisTimeIsTheClock(t *testing.T) {
-	rdb := redistest.StartProcess(t, "Redis TIME in a read-only script (Snapshot), which miniredis refuses").Client()
+	rdb := redistest.Start(t)
 	ctx := context.Background()
 	s, err := redis.New(rdb, policies(t, quota.Policy{Limits: []quota.Limit{
 		quota.PerMinute(quota.Requests, 10).WithBurst(time.Minute), quota.PerDay(quota.Tokens, 1000, nil), quota.Concurrent(1),
@@ -185,7 +185,7 @@ func TestLevelsKeepFractions(t *testing.T) {
 // TestUnavailable: a server that cannot be reached is quota.ErrUnavailable,
 // wrapping the cause, from every method.
 func TestUnavailable(t *testing.T) {
-	srv := redistest.StartProcess(t, "Redis TIME in a read-only script (Snapshot), which miniredis refuses")
+	srv := redistest.StartServer(t)
 	opts := srv.Options()
 	opts.MaxRetries = -1
 	opts.DialTimeout = 200 * time.Millisecond

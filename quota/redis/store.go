@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -51,6 +52,8 @@ type Store struct {
 	weights map[quota.Key]any
 	// granted proves this store's grants after a loss (see views.go).
 	granted grants
+	// writable is set once the server refused the snapshot read-only.
+	writable atomic.Bool
 }
 
 var _ quota.Store = (*Store)(nil)
@@ -367,7 +370,7 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 	}
 	nowArg, local := s.now()
 	args := append(ks.args(nowArg, key.Tenant, "1", local, 3), ks.calib[:]...)
-	res, err := snapshotScript.RunRO(ctx, s.rdb, ks.keys(""), args...).Slice()
+	res, err := s.readOnly(ctx, snapshotScript, ks.keys(""), args)
 	if err != nil {
 		return quota.Snapshot{}, s.fail("snapshot", ks.key, snapshotScript, err)
 	}

@@ -166,7 +166,7 @@ func TestUpgradeRolling(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs for about five seconds")
 	}
-	srv := redistest.StartProcess(t, "Redis TIME in a read-only script (Snapshot), which miniredis refuses")
+	srv := redistest.StartServer(t)
 	ps := mixPolicies(t)
 	old, cur := workers(t, srv, ps, true, 2), workers(t, srv, ps, false, 2)
 	r := runMixed(t, srv, []phase{
@@ -190,7 +190,7 @@ func TestUpgradeRollback(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs for about four seconds")
 	}
-	srv := redistest.StartProcess(t, "Redis TIME in a read-only script (Snapshot), which miniredis refuses")
+	srv := redistest.StartServer(t)
 	ps := mixPolicies(t)
 	old, cur := workers(t, srv, ps, true, 2), workers(t, srv, ps, false, 2)
 	r := runMixed(t, srv, []phase{
