@@ -4,7 +4,8 @@
 // Each Store method is one Lua script run (EVALSHA, falling back to EVAL):
 // the script reads the key's levels, decides and charges in one atomic step,
 // so replicas never race and a decision costs one round trip. Snapshot's
-// script only reads (EVALSHA_RO). Redis TIME is the only clock, so replicas
+// script only reads (EVALSHA_RO, or EVALSHA on a server that cannot run it
+// read-only, see readonly.go). Redis TIME is the only clock, so replicas
 // with skewed clocks still agree. The scripts are the files of lua/, one
 // per method and the parts they share, each with a header naming its KEYS,
 // ARGV and reply; their constants are written from Go (lua.go).
