@@ -4,9 +4,9 @@
 -- half-life µs (0 0 0: off).
 --
 -- It writes nothing, so it reads the state as the next write will find
--- it: queued tickets that lapsed count as refunded (see upkeep.lua), and
--- a state the caller finds lost as recovered (recover), buckets empty, daily
--- windows as used as the caller saw them and every free slot held.
+-- it (see upkeep.lua): queued tickets that lapsed count as refunded, and a
+-- state the caller finds lost as recovered, buckets empty, daily windows
+-- as used as the caller saw them and every free slot held.
 --
 -- Reply: {now, the target's paused until or '', its pause reason, the
 -- root's estimate ratio, its margin's burst, rate and burst refused, the

@@ -41,10 +41,9 @@ if root.ep ~= root.known or (own and own.ep ~= own.known) then
         end
         if r then put(b, 'r' .. id, fmt(a.ws) .. ' ' .. fmt(r)) end
       elseif lost and a.kind == BUCKET then
-        local l = st['l' .. id] and level(a) or 0
+        local l = st[a.lk] and level(a) or 0
         if l > 0 then l = 0 end
-        local ts = stamp(a)
-        put(b, 'l' .. id, fmt(l), 't' .. id, ts)
+        putLevel(b, a, l)
       elseif lost then
         local rv = fmt(now + b.leaseTTL)
         local free = math.floor(a.cap) - redis.call('ZCOUNT', b.L, '(' .. nowS, '+inf')
