@@ -92,7 +92,8 @@ type Store interface {
 	// duration, never a time read from their own clock, so a worker whose
 	// clock is off neither loses nor lengthens the pause. The reason
 	// PauseRateLimited, for a provider's 429 on a granted call, also
-	// teaches the account's Margin (see burst.go), unless a pause of the
+	// teaches the account's Margin (see burst.go) on every bucket axis,
+	// RateLimitedOn(axis) on that axis alone, unless a pause of the
 	// account is in force already; a reason that Closes the key shows
 	// callers it will not reopen before d. An unknown reason is invalid.
 	Pause(ctx context.Context, key Key, d time.Duration, reason PauseReason) error
@@ -381,8 +382,11 @@ type Snapshot struct {
 	// reports the account's, which its calls are charged at.
 	EstimateRatio float64
 	// Margin is what the key has learned of its provider's limiter (see
-	// Margin): 1 for both parts before any lesson. A tenant nested in its
-	// account's budget reports the account's.
+	// Margin), at its most cautious: the least burst and the least rate
+	// of its bucket axes' margins (AxisLevel.Margin), with the burst
+	// refused of the axis whose burst is least; 1 for both parts before
+	// any lesson. A tenant nested in its account's budget reports the
+	// account's.
 	Margin Margin
 	// Unreadable counts the ticket records and queue entries of a form
 	// the store could not read (written by a release it does not know),
@@ -421,6 +425,12 @@ type AxisLevel struct {
 	// ResetAt is when a daily or monthly window resets; zero for other
 	// kinds.
 	ResetAt time.Time
+	// Margin is, for a bucket of an account's budget, what the axis has
+	// learned of its provider's limiter (see Margin; Burst above is its
+	// gate after it): 1 for both parts before any lesson. Zero for other
+	// kinds, and for a tenant's own budget nested in an account's, whose
+	// calls start at the account's gates.
+	Margin Margin
 }
 
 // Clock tells the time. Stores take one so tests can move time by hand.

@@ -30,12 +30,12 @@ const (
 	// once (its burst, after the learned margin):
 	// tollgate_bucket_burst{key,axis}.
 	MetricBucketBurst = "tollgate.bucket.burst"
-	// MetricMargin is what each key learned of its provider's limiter
-	// (quota.Margin): the multiple of its default bursts it lets go at once
-	// (part=burst, grown by calls that went well, cut by 429s), the share
-	// of its rates it uses (part=rate, in (0, 1]), and the burst multiple
-	// its provider last refused (part=refused, 0 before any 429):
-	// tollgate_margin{key,part}.
+	// MetricMargin is what each key's bucket axis learned of its
+	// provider's limiter (quota.AxisLevel.Margin): the multiple of its
+	// default burst it lets go at once (part=burst, grown by calls that
+	// went well, cut by 429s), the share of its rate it uses (part=rate,
+	// in (0, 1]), and the burst multiple its provider last refused
+	// (part=refused, 0 before any 429): tollgate_margin{key,axis,part}.
 	MetricMargin = "tollgate.margin"
 	// MetricLineQueued is how many calls wait in each account's line for
 	// capacity, per tenant: tollgate_line_queued{key,tenant} in
@@ -156,12 +156,19 @@ func registerGauges(meter metric.Meter, store quota.Store, b Budgets) error {
 				}
 				if l.Axis.Kind() == quota.Bucket {
 					o.ObserveFloat64(burst, l.Burst, attrs)
+					// A tenant's own budget starts its calls at its
+					// account's gates: it reports the account's margin.
+					m := l.Margin
+					if m == (quota.Margin{}) {
+						m = snap.Margin
+					}
+					m = storekit.OrNone(m)
+					axis := attribute.String("axis", l.Axis.String())
+					o.ObserveFloat64(margin, m.Burst, metric.WithAttributes(key, axis, attribute.String("part", "burst")))
+					o.ObserveFloat64(margin, m.Rate, metric.WithAttributes(key, axis, attribute.String("part", "rate")))
+					o.ObserveFloat64(margin, m.Refused, metric.WithAttributes(key, axis, attribute.String("part", "refused")))
 				}
 			}
-			m := storekit.OrNone(snap.Margin)
-			o.ObserveFloat64(margin, m.Burst, metric.WithAttributes(key, attribute.String("part", "burst")))
-			o.ObserveFloat64(margin, m.Rate, metric.WithAttributes(key, attribute.String("part", "rate")))
-			o.ObserveFloat64(margin, m.Refused, metric.WithAttributes(key, attribute.String("part", "refused")))
 			var p int64
 			if snap.PausedUntil.After(snap.At) {
 				p = 1

@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/quota/memory"
 	"github.com/tollgate/tollgate/quota/quotatest"
 	"github.com/tollgate/tollgate/quota/redis"
+	"github.com/tollgate/tollgate/quota/storekit"
 	"github.com/tollgate/tollgate/testsuite/redistest"
 )
 
@@ -255,4 +256,32 @@ func floatGaugePoints(t *testing.T, rm metricdata.ResourceMetrics, name string, 
 		}
 	}
 	return out
+}
+
+// The margin gauge reports each bucket axis's margin: a 429 that named the
+// request axis cuts that axis's, and the token axis's stays as it was.
+func TestMarginGaugeReportsEachAxis(t *testing.T) {
+	b, err := ParsePolicies([]byte(`policies:
+  - provider: openai
+    model: gpt-4o
+    limits: {requests_per_minute: 600, tokens_per_minute: 60000}
+`))
+	require.NoError(t, err)
+	store, err := memory.New(b.Policies, memory.Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	k := quota.Key{Provider: "openai", Model: "gpt-4o"}
+	require.NoError(t, store.Pause(ctx, k, time.Second, quota.RateLimitedOn(quota.Requests)))
+
+	reader := sdkmetric.NewManualReader()
+	meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
+	require.NoError(t, registerGauges(meter, store, b))
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	cut := storekit.Cut(storekit.NoMargin)
+	require.Equal(t, map[string]float64{
+		"openai/default/gpt-4o requests burst": cut.Burst, "openai/default/gpt-4o requests rate": cut.Rate,
+		"openai/default/gpt-4o requests refused": cut.Refused,
+		"openai/default/gpt-4o tokens burst":     1, "openai/default/gpt-4o tokens rate": 1, "openai/default/gpt-4o tokens refused": 0,
+	}, floatGaugePoints(t, rm, MetricMargin, "key", "axis", "part"))
 }

@@ -203,7 +203,7 @@ func writeLines(out io.Writer, ps quota.Policies, snaps []quota.Snapshot) error 
 // a provider's 429, or closed until a spend cap or daily quota resets (a
 // Gemini key until midnight in Los Angeles), with the time it reopens.
 func statusNote(snap quota.Snapshot) string {
-	return joinNote(pausedNote(snap), marginNote(snap.Margin), unreadableNote(snap.Unreadable))
+	return joinNote(pausedNote(snap), marginNote(snap), unreadableNote(snap.Unreadable))
 }
 
 // unreadableNote says how many ticket records and queue members of a form
@@ -217,17 +217,40 @@ func unreadableNote(n int64) string {
 }
 
 // marginNote says what the key learned of its provider's limiter, when it
-// learned anything: the multiple of its bursts and the share of its rates
-// it now uses, and the burst its provider last refused.
-func marginNote(m quota.Margin) string {
+// learned anything: per bucket axis, the multiple of its burst and the
+// share of its rate it now uses, and the burst its provider last refused.
+// A tenant's own budget, which starts its calls at its account's gates,
+// shows the account's most cautious.
+func marginNote(snap quota.Snapshot) string {
+	var parts []string
+	for _, l := range snap.Axes {
+		if l.Axis.Kind() == quota.Bucket && l.Margin != (quota.Margin{}) {
+			if p := marginPart(l.Margin); p != "" {
+				parts = append(parts, l.Axis.String()+" "+p)
+			}
+		}
+	}
+	if len(parts) == 0 {
+		if p := marginPart(snap.Margin); p != "" {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "margin learned: " + strings.Join(parts, "; ")
+}
+
+// marginPart is one margin's note, "" for none learned.
+func marginPart(m quota.Margin) string {
 	if storekit.OrNone(m) == storekit.NoMargin {
 		return ""
 	}
-	note := fmt.Sprintf("margin: burst ×%.2f, rate ×%.3f", m.Burst, m.Rate)
+	note := fmt.Sprintf("burst ×%.2f, rate ×%.3f", m.Burst, m.Rate)
 	if m.Refused > 0 {
-		return note + fmt.Sprintf(" (learned; the provider refused a burst ×%.2f)", m.Refused)
+		return note + fmt.Sprintf(", the provider refused ×%.2f", m.Refused)
 	}
-	return note + " (learned; the provider has refused none)"
+	return note + ", none refused"
 }
 
 // pausedNote says whether and until when a key is paused.

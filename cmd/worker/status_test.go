@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/quota/memory"
 	"github.com/tollgate/tollgate/quota/quotatest"
 	"github.com/tollgate/tollgate/quota/redis"
+	"github.com/tollgate/tollgate/quota/storekit"
 	"github.com/tollgate/tollgate/testsuite/redistest"
 	"github.com/tollgate/tollgate/worker"
 )
@@ -306,4 +307,18 @@ func TestStatusShowsFullMoneyBudgetsWithoutRedis(t *testing.T) {
 	require.NoError(t, status(context.Background(), config{Config: worker.Config{Policies: path}}, &out, quietLogger()))
 	require.Regexp(t, `(?m)^openai/default/gpt-4o/acme\s+spend_per_month\s+50\.00\s.*50\.00 of 50\.00 left, resets \S+Z$`, out.String())
 	require.Regexp(t, `(?m)^openai/default/gpt-4o\s+spend_per_day\s+100\.00\s.*100\.00 of 100\.00 left, resets \S+Z$`, out.String())
+}
+
+// status shows each bucket axis's learned margin, those that learned
+// anything, and a tenant's own budget (no axis margins) its account's.
+func TestStatusNoteShowsEachAxisMargin(t *testing.T) {
+	snap := quota.Snapshot{Axes: []quota.AxisLevel{
+		{Axis: quota.Requests, Margin: quota.Margin{Burst: 0.5, Rate: 0.98, Refused: 1}},
+		{Axis: quota.Tokens, Margin: storekit.NoMargin},
+		{Axis: quota.Concurrency},
+	}, Margin: quota.Margin{Burst: 0.5, Rate: 0.98, Refused: 1}}
+	require.Equal(t, "margin learned: requests burst ×0.50, rate ×0.980, the provider refused ×1.00", statusNote(snap))
+	snap.Axes[1].Margin = quota.Margin{Burst: 3, Rate: 1}
+	require.Equal(t, "margin learned: requests burst ×0.50, rate ×0.980, the provider refused ×1.00; tokens burst ×3.00, rate ×1.000, none refused", statusNote(snap))
+	require.Equal(t, "margin learned: burst ×0.50, rate ×0.980, the provider refused ×1.00", statusNote(quota.Snapshot{Margin: snap.Margin}))
 }

@@ -29,6 +29,10 @@ type bucket struct {
 	at       time.Time
 	// gate is the bucket's start gate (see gate.go).
 	gate gate
+	// margin is what the axis learned of its provider's limiter
+	// (quota.Margin; zero: none), learned and applied at a tree's root
+	// only, as are its start gates: a provider meters the account.
+	margin quota.Margin
 }
 
 func newBucket(l quota.Limit, capacity int64) bucket {
@@ -71,14 +75,14 @@ func (b *bucket) lower(now time.Time, limit int64) {
 }
 
 // resize makes capacity the bucket's effective capacity (and so its rate
-// and burst) at margin m, capping the level at the new burst.
-func (b *bucket) resize(now time.Time, capacity int64, m quota.Margin) {
+// and burst) at its margin, capping the level at the new burst.
+func (b *bucket) resize(now time.Time, capacity int64) {
 	if capacity == b.capacity {
 		return
 	}
 	l := b.level(now)
 	b.capacity = capacity
-	b.burst, b.rate = storekit.Gate(b.limit, capacity, m)
+	b.burst, b.rate = storekit.Gate(b.limit, capacity, b.margin)
 	b.set(now, math.Min(l, b.burst))
 }
 
@@ -90,6 +94,10 @@ func (b *bucket) resize(now time.Time, capacity int64, m quota.Margin) {
 // larger burst must not hand out what nothing earned). A full bucket
 // stays dated so.
 func (b *bucket) setMargin(now time.Time, m quota.Margin) {
+	if m == b.margin {
+		return
+	}
+	b.margin = m
 	burst, rate := storekit.Gate(b.limit, b.capacity, m)
 	if !b.at.IsZero() {
 		b.set(now, math.Min(b.level(now)+math.Min(0, burst-b.burst), burst))

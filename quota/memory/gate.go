@@ -135,34 +135,67 @@ func (ks *keyState) unstart(now time.Time, cost quota.Cost, start time.Time) {
 	}
 }
 
-// setMargin makes m the budget's margin from now: every bucket refills at
-// its rate times m's, and every gate keeps the level it has.
-func (ks *keyState) setMargin(now time.Time, m quota.Margin) {
-	if m == ks.margin {
+// lesson teaches the budget a provider's rate limit on a call it granted,
+// pausing reason for d from now: the margin of the bucket axis the reason
+// names (quota.PauseReason.Lesson), or of every bucket when it names none
+// or one the budget does not limit, is cut unless a pause is in force
+// already (the 429s of one burst are one lesson). ks is a tree's root.
+func (ks *keyState) lesson(now time.Time, reason quota.PauseReason) {
+	axis, ok := reason.Lesson()
+	if !ok || ks.paused(now) {
 		return
+	}
+	if axis != 0 && !ks.limits(axis) {
+		axis = 0
 	}
 	for i := range ks.buckets {
-		ks.buckets[i].setMargin(now, m)
+		if b := &ks.buckets[i]; axis == 0 || b.axis == axis {
+			b.setMargin(now, storekit.Cut(b.margin))
+		}
 	}
-	ks.margin = m
 }
 
-// lesson teaches the budget a provider's rate limit on a call it granted,
-// pausing reason for d from now: the margin is cut unless a pause is in
-// force already (the 429s of one burst are one lesson). ks is a tree's
-// root.
-func (ks *keyState) lesson(now time.Time, reason quota.PauseReason) {
-	if reason != quota.PauseRateLimited || ks.paused(now) {
-		return
+// limits reports whether the budget has a bucket on axis.
+func (ks *keyState) limits(axis quota.Axis) bool {
+	for i := range ks.buckets {
+		if ks.buckets[i].axis == axis {
+			return true
+		}
 	}
-	ks.setMargin(now, storekit.Cut(ks.margin))
+	return false
 }
 
 // gain credits the budget with a call that went well: its settlement
-// counted the provider's usage. ks is a tree's root.
+// counted the provider's usage, which grows every bucket's margin. ks is
+// a tree's root.
 func (ks *keyState) gain(now time.Time, st quota.Settlement) {
 	if !st.Counted {
 		return
 	}
-	ks.setMargin(now, storekit.Gain(ks.margin, ks.maxBurst))
+	for i := range ks.buckets {
+		b := &ks.buckets[i]
+		b.setMargin(now, storekit.Gain(b.margin, ks.maxBurst))
+	}
+}
+
+// margin is the budget's margin at its most cautious (quota.Snapshot's
+// Margin). ks is a tree's root.
+func (ks *keyState) margin() quota.Margin {
+	ms := make([]quota.Margin, len(ks.buckets))
+	for i := range ks.buckets {
+		ms[i] = ks.buckets[i].margin
+	}
+	return storekit.Cautious(ms...)
+}
+
+// axisMargins reports each bucket's margin in s, the budget's snapshot.
+// ks is a tree's root.
+func (ks *keyState) axisMargins(s *quota.Snapshot) {
+	for i := range s.Axes {
+		for j := range ks.buckets {
+			if b := &ks.buckets[j]; b.axis == s.Axes[i].Axis {
+				s.Axes[i].Margin = storekit.OrNone(b.margin)
+			}
+		}
+	}
 }

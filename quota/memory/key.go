@@ -32,11 +32,7 @@ type keyState struct {
 	// ratio is the budget's learned estimate ratio (quota.Calibration),
 	// learned and applied at a tree's root only.
 	ratio storekit.Ratio
-	// margin is what the budget learned of its provider's limiter
-	// (quota.Margin), learned and applied at a tree's root only, as are
-	// its buckets' start gates: a provider meters the account.
-	margin quota.Margin
-	// maxBurst is the most the margin's burst grows to
+	// maxBurst is the most its buckets' margins' burst grows to
 	// (storekit.MaxBurst).
 	maxBurst float64
 }
@@ -259,7 +255,7 @@ func (ks *keyState) observe(now time.Time, obs []quota.Observation) {
 					continue
 				}
 				if eff, ok := adoptable(ks.policy, o.Limit); ok {
-					b.resize(now, eff, ks.margin)
+					b.resize(now, eff)
 				}
 				if o.Remaining >= 0 {
 					b.lower(now, o.Remaining)

@@ -238,7 +238,10 @@ func (s *Store) Snapshot(_ context.Context, key quota.Key) (quota.Snapshot, erro
 	tr.sweep(now)
 	snap := sc.target().snapshot(now)
 	snap.EstimateRatio = sc.root.estimateRatio(now)
-	snap.Margin = storekit.OrNone(sc.root.margin)
+	snap.Margin = sc.root.margin()
+	if sc.target() == sc.root {
+		sc.root.axisMargins(&snap)
+	}
 	snap.Line = tr.tenants(sc.tenant, sc.own == nil)
 	return snap, nil
 }

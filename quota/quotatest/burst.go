@@ -166,6 +166,49 @@ func testMargin(t *testing.T, s suite) {
 	f.expect(queued(312500*time.Microsecond, rq), "d", reqs(1))
 }
 
+// testAxisMargin: a 429 that names the limit the provider enforced
+// (quota.RateLimitedOn) cuts that axis's margin alone, so the other axes
+// keep their pace, and the key's Margin reports its most cautious axis.
+// One naming an axis the policy does not limit cuts every bucket's, as
+// PauseRateLimited does. A call settled grows each axis's margin from its
+// own.
+func testAxisMargin(t *testing.T, s suite) {
+	policy := quota.Policy{Limits: []quota.Limit{quota.PerMinute(rq, 600), quota.PerMinute(tk, 60000)}}
+	cut := storekit.Cut(storekit.NoMargin)
+	e := s.setup(t, "axis-margin", policy)
+	e.pause(time.Second, quota.RateLimitedOn(rq))
+	snap := e.snapshot()
+	require.Equal(t, quota.RateLimitedOn(rq), snap.PauseReason)
+	require.Equal(t, cut, e.axis(rq).Margin)
+	require.Equal(t, storekit.NoMargin, e.axis(tk).Margin, "the token axis keeps its pace")
+	require.Equal(t, cut, snap.Margin, "the key's margin is its most cautious axis's")
+	require.InDelta(t, 10*cut.Burst, e.axis(rq).Burst, LevelDelta, "a second of 600/min, cut")
+	require.InDelta(t, 1000, e.axis(tk).Burst, LevelDelta, "a second of 60000/min")
+	e.pause(time.Second, quota.RateLimitedOn(tk)) // the same burst's next 429
+	require.Equal(t, storekit.NoMargin, e.axis(tk).Margin, "one lesson per pause, whatever its axis")
+
+	// The token axis's pace is its own: 1000 tokens go at once, and the
+	// next 1000 a second later (at 1000 a second), not at the request
+	// axis's cut rate.
+	e.clock.Advance(2 * time.Second)
+	e.expectStart(0, "a", quota.Cost{Requests: 1, Tokens: 1000})
+	e.expect(queued(time.Second, tk), "b", quota.Cost{Requests: 1, Tokens: 1000})
+	e.cancel("b")
+	require.NoError(t, e.store.Settle(e.ctx, quota.Settlement{Key: e.key, Ticket: "a", Actual: quota.Cost{Requests: 1, Tokens: 1000}, Counted: true}))
+	top := storekit.MaxBurst(policy)
+	require.Equal(t, storekit.Gain(cut, top), e.axis(rq).Margin, "each axis grows from its own")
+	require.Equal(t, storekit.Gain(storekit.NoMargin, top), e.axis(tk).Margin)
+
+	f := s.setup(t, "axis-margin-unlimited", policy)
+	f.pause(time.Second, quota.RateLimitedOn(quota.InputTokens))
+	require.Equal(t, cut, f.axis(rq).Margin, "an axis the policy does not limit teaches every one")
+	require.Equal(t, cut, f.axis(tk).Margin)
+	g := s.setup(t, "axis-margin-any", policy)
+	g.pause(time.Second, quota.PauseRateLimited)
+	require.Equal(t, cut, g.axis(rq).Margin, "a 429 naming no axis teaches every one")
+	require.Equal(t, cut, g.axis(tk).Margin)
+}
+
 // countedCall reserves a call of cost, requires it granted at once, and
 // settles it with its usage counted, as a provider's reply does.
 func (e *env) countedCall(ticket string, cost quota.Cost) {

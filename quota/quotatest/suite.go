@@ -81,6 +81,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"start_after_slot", testStartAfterSlot},
 		{"late_start", testLateStart},
 		{"margin", testMargin},
+		{"axis_margin", testAxisMargin},
 		{"burst_learning", testBurstLearning},
 		{"pool_spread", testPoolSpread},
 		{"pool_skip", testPoolSkip},

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/quota/internal/released"
 	"github.com/tollgate/tollgate/quota/redis"
 	"github.com/tollgate/tollgate/quota/storekit"
 	"github.com/tollgate/tollgate/testsuite/redistest"
@@ -57,4 +58,44 @@ func TestMarginIsSharedAndKept(t *testing.T) {
 	_, p, _ := ps.Lookup(k)
 	require.Equal(t, storekit.Gain(cut, storekit.MaxBurst(p)), snap.Margin)
 	require.Greater(t, snap.Margin.Burst, cut.Burst)
+}
+
+// TestMarginAcrossReleases: in a fleet upgrading from the release before
+// per-axis margins, a lesson the old release learned (one margin for the
+// key) is every axis's to this one, and a lesson this one learns on one
+// axis reaches the old release as the key's most cautious margin, which
+// paces its calls on every axis no faster than this release's slowest
+// (it keeps no burst refused).
+func TestMarginAcrossReleases(t *testing.T) {
+	srv := redistest.StartServer(t)
+	k := quota.Key{Provider: "openai", Model: "margin-" + t.Name()}
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{k: {Limits: []quota.Limit{quota.PerMinute(quota.Requests, 600), quota.PerMinute(quota.Tokens, 60000)}}})
+	require.NoError(t, err)
+	old, err := released.New(srv.Client(), ps, released.Options{})
+	require.NoError(t, err)
+	cur := storesOn(t, srv, ps, 1)[0]
+	ctx := context.Background()
+
+	require.NoError(t, old.Pause(ctx, k, time.Millisecond, quota.PauseRateLimited))
+	learned, err := old.Snapshot(ctx, k)
+	require.NoError(t, err)
+	cut := learned.Margin
+	require.Less(t, cut.Burst, 1.0)
+	snap, err := cur.Snapshot(ctx, k)
+	require.NoError(t, err)
+	for _, a := range snap.Axes {
+		require.Equal(t, cut, a.Margin, "%s: the old release's lesson is every axis's", a.Axis)
+	}
+	time.Sleep(5 * time.Millisecond) // the pause ends
+
+	require.NoError(t, cur.Pause(ctx, k, time.Millisecond, quota.RateLimitedOn(quota.Requests)))
+	snap, err = cur.Snapshot(ctx, k)
+	require.NoError(t, err)
+	twice := storekit.Cut(cut)
+	require.Equal(t, twice, snap.Axes[0].Margin, "requests: cut again")
+	require.Equal(t, cut, snap.Axes[1].Margin, "tokens: as the old release left it")
+	seen, err := old.Snapshot(ctx, k)
+	require.NoError(t, err)
+	require.Equal(t, twice.Burst, seen.Margin.Burst, "the old release reads the most cautious")
+	require.Equal(t, twice.Rate, seen.Margin.Rate)
 }

@@ -64,6 +64,7 @@ type axisReply struct {
 	available, burst float64
 	resets           bool
 	resetAt          float64
+	margin           quota.Margin
 }
 
 // reader reads a reply's fields in order, keeping the first error.
@@ -129,6 +130,19 @@ func (r *reader) string(field string) string {
 		r.err = fmt.Errorf("redis: %s: script reply %v has %s %#v, not a string", r.op, r.res, field, v)
 	}
 	return s
+}
+
+// margin reads a margin, "burst rate refused", or an empty string (none).
+func (r *reader) margin(field string) quota.Margin {
+	s := r.string(field)
+	if s == "" || r.err != nil {
+		return quota.Margin{}
+	}
+	var m quota.Margin
+	if _, err := fmt.Sscanf(s, "%g %g %g", &m.Burst, &m.Rate, &m.Refused); err != nil {
+		r.err = fmt.Errorf("redis: %s: script reply %v has %s %q, not \"burst rate refused\"", r.op, r.res, field, s)
+	}
+	return m
 }
 
 // done checks that the reply has no field left.
@@ -203,6 +217,7 @@ func decodeSnapshot(op string, res []any, axes int) (snapshotReply, error) {
 		a := axisReply{axis: quota.Axis(r.int("axis")), capacity: r.int("capacity"), available: r.float("available")}
 		a.resetAt, a.resets = r.optional("reset")
 		a.burst = r.float("burst")
+		a.margin = r.margin("margin")
 		s.axes = append(s.axes, a)
 	}
 	for r.err == nil && r.i < len(r.res) {

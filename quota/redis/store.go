@@ -325,8 +325,11 @@ func (s *Store) Pause(ctx context.Context, key quota.Key, d time.Duration, reaso
 	}
 	nowArg, local := s.now()
 	var lesson any = "0"
-	if reason == quota.PauseRateLimited {
-		lesson = "1"
+	if axis, ok := reason.Lesson(); ok {
+		lesson = "*"
+		if axis != 0 {
+			lesson = strconv.Itoa(int(axis))
+		}
 	}
 	args := append(ks.args(nowArg, key.Tenant, "1", local, 3), micros(d), string(reason), lesson)
 	if err := pauseScript.Run(ctx, s.rdb, ks.keys(""), args...).Err(); err != nil {
@@ -385,7 +388,7 @@ func (s *Store) Snapshot(ctx context.Context, key quota.Key) (quota.Snapshot, er
 		snap.PausedUntil = at(rep.pausedUntil)
 	}
 	for _, a := range rep.axes {
-		l := quota.AxisLevel{Axis: a.axis, Capacity: a.capacity, Available: a.available, Burst: a.burst}
+		l := quota.AxisLevel{Axis: a.axis, Capacity: a.capacity, Available: a.available, Burst: a.burst, Margin: a.margin}
 		if a.resets {
 			l.ResetAt = at(a.resetAt)
 		}

@@ -81,6 +81,22 @@ func Gain(m quota.Margin, top float64) quota.Margin {
 	return m
 }
 
+// Cautious returns the most cautious of ms (none learned counting as
+// NoMargin): the least burst and the least rate, with the burst refused of
+// the margin whose burst is least. It is what a Snapshot reports as its
+// key's Margin, and NoMargin for none.
+func Cautious(ms ...quota.Margin) quota.Margin {
+	out := NoMargin
+	for i, m := range ms {
+		m = OrNone(m)
+		if i == 0 || m.Burst < out.Burst {
+			out.Burst, out.Refused = m.Burst, m.Refused
+		}
+		out.Rate = math.Min(out.Rate, m.Rate)
+	}
+	return out
+}
+
 // Gate is the start gate of bucket limit l whose effective capacity is
 // capacity per period, at margin m: the units that may start at once
 // (burst) and their refill rate in units per second.

@@ -101,17 +101,34 @@ end
 -- conc its concurrency axis, daily whether it has daily axes and nd how
 -- many, pu/pr its pause's end and reason, paused; ep its state's epoch,
 -- known the one the caller saw and seen the caller's view of its daily
--- windows; mb/mr/mf its margin's burst, rate and burst refused (the
--- root's count), mx the most mb grows to; w the writes to its state
--- hash not yet made, nw their number (see put).
+-- windows; mb/mr/mf its margin at its most cautious (storekit.Cautious of
+-- its buckets'; only the root's count), mx the most a bucket's margin's
+-- burst grows to; w the writes to its state hash not yet made, nw their
+-- number (see put).
 -- Each axis: id and kind as passed, cap (the adopted one if it counts, see
 -- the package doc), conf the configured capacity as passed, period µs
 -- (buckets only), ci its cost part (none for concurrency), st its budget's
--- state, rate and burst (buckets: with the margin), lv a level just read
+-- state, mb/mr/mf its margin's burst, rate and burst refused (buckets; see
+-- gates.lua), rate and burst (buckets: with the margin), lv a level just read
 -- (see adjust); for a bucket, lk, tk, gk and hk the names of its level,
 -- its level's time, its gate and its gate's time in st (made once: each
 -- is read and written several times a call), and ls/ln and gs/gn the
 -- level's and the gate's string last parsed and its number (see level).
+-- cautious sets b's mb/mr/mf to its buckets' margin at its most cautious
+-- (storekit.Cautious): the least burst, with the burst refused of its
+-- axis, and the least rate; 1, 1, 0 with no bucket.
+local function cautious(b)
+  local mb, mr, mf
+  for k = 1, #b.axes do
+    local a = b.axes[k]
+    if a.kind == BUCKET then
+      if not mb or a.mb < mb then mb, mf = a.mb, a.mf end
+      if not mr or a.mr < mr then mr = a.mr end
+    end
+  end
+  b.mb, b.mr, b.mf = mb or 1, mr or 1, mf or 0
+end
+
 local lastP, period -- axes usually share a period: parse each one once
 local function budget(Sk, Lk, Qk)
   local st = {}
@@ -151,10 +168,20 @@ local function budget(Sk, Lk, Qk)
     -- Every field is named here so the table is sized once.
     local a = {id = id, kind = kind, cap = cap, conf = conf, ci = ci,
       period = kind == BUCKET and period or nil, bs = kind == BUCKET and bs * 1 or nil,
+      mb = nil, mr = nil, mf = nil, nb = nil, nr = nil, nf = nil,
       rate = nil, burst = nil, lv = nil, ws = nil, we = nil, st = st,
       lk = nil, tk = nil, gk = nil, hk = nil, ls = nil, ln = nil, gs = nil, gn = nil}
     if kind == BUCKET then
-      a.rate, a.burst = a.cap / period * b.mr, a.cap * a.bs * b.mb
+      -- The axis's own margin, or the key-wide one a release before
+      -- per-axis margins wrote (or none).
+      local m = st['m' .. id]
+      if m then
+        local x, y, z = string.match(m, '^(%S+) (%S+) (%S+)$')
+        a.mb, a.mr, a.mf = x * 1, y * 1, z * 1
+      else
+        a.mb, a.mr, a.mf = b.mb, b.mr, b.mf
+      end
+      a.rate, a.burst = a.cap / period * a.mr, a.cap * a.bs * a.mb
       a.lk, a.tk, a.gk, a.hk = 'l' .. id, 't' .. id, 'g' .. id, 'h' .. id
     end
     if kind == LEASES then
@@ -165,6 +192,7 @@ local function budget(Sk, Lk, Qk)
     end
     b.axes[k] = a
   end
+  cautious(b)
   return b
 end
 
@@ -325,7 +353,7 @@ local function observe(b)
         if a.kind == BUCKET then
           local l = level(a)
           if adopt > 0 then
-            a.cap, a.rate, a.burst = adopt, adopt / a.period * b.mr, adopt * a.bs * b.mb
+            a.cap, a.rate, a.burst = adopt, adopt / a.period * a.mr, adopt * a.bs * a.mb
             put(b, 'c' .. id, fmt(adopt), 'o' .. id, a.conf)
             if l > a.burst then l = a.burst end
           end

@@ -88,17 +88,20 @@ local function start(cost)
   return wait
 end
 
--- remargin makes the root's margin (mb, mr, and mf unless nil) from now:
--- its buckets and gates keep what they owe (a level below its burst is a
--- debt the calls after it wait for; a smaller burst moves the level down
--- by as much, a larger one leaves it to earn the rest) and refill at the
--- new rate after.
-local function remargin(mb, mr, mf)
+-- remargin makes each bucket axis a of the root whose new margin the
+-- caller set (a.nb, a.nr, a.nf: burst, rate, burst refused) have it from
+-- now: its buckets and gates keep what they owe (a level below its burst
+-- is a debt the calls after it wait for; a smaller burst moves the level
+-- down by as much, a larger one leaves it to earn the rest) and refill at
+-- the new rate after. It writes each axis's margin to m<axis> (every
+-- bucket's, the first time), and the root's at its most cautious to mb,
+-- mr and mf, which a release before per-axis margins reads for every axis.
+local function remargin()
   local writes = {}
   for k = 1, root.n do
     local a = root.axes[k]
-    if a.kind == BUCKET then
-      local burst = a.cap * a.bs * mb
+    if a.kind == BUCKET and a.nb then
+      local burst = a.cap * a.bs * a.nb
       local delta = burst - a.burst
       if delta > 0 then delta = 0 end
       if a.st[a.lk] then
@@ -114,10 +117,18 @@ local function remargin(mb, mr, mf)
         if g > burst then g = burst end
         writes[#writes + 1], writes[#writes + 2], writes[#writes + 3], writes[#writes + 4] = a.gk, fmt(g), a.hk, fmt(at)
       end
+      a.mb, a.mr, a.mf, a.nb, a.nr, a.nf = a.nb, a.nr, a.nf, nil, nil, nil
+      a.rate, a.burst = a.cap / a.period * a.mr, burst
+      put(root, 'm' .. a.id, fmt(a.mb) .. ' ' .. fmt(a.mr) .. ' ' .. fmt(a.mf))
+    elseif a.kind == BUCKET and not a.st['m' .. a.id] then
+      -- Every bucket has its own from the first, so that none reads the
+      -- root's most cautious as its own.
+      put(root, 'm' .. a.id, fmt(a.mb) .. ' ' .. fmt(a.mr) .. ' ' .. fmt(a.mf))
     end
   end
-  put(root, 'mb', fmt(mb), 'mr', fmt(mr))
-  if mf then put(root, 'mf', fmt(mf)) end
+  cautious(root)
+  put(root, 'mb', fmt(root.mb), 'mr', fmt(root.mr))
+  put(root, 'mf', fmt(root.mf))
   for j = 1, #writes, 4 do put(root, writes[j], writes[j + 1], writes[j + 2], writes[j + 3]) end
 end
 

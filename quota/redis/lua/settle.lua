@@ -55,14 +55,20 @@ elseif not t then
 end
 observe(root)
 if counted and prompt > 0 and actual[3] > 0 then learn(actual[3] / prompt, minR * 1, maxR * 1, half * 1) end
--- A call counted as it went grows the burst (storekit.Gain) and earns
--- back a little of the rate.
+-- A call counted as it went grows every bucket's burst (storekit.Gain) and
+-- earns back a little of its rate.
 if counted and (root.mb < root.mx or root.mr < 1) then
-  local grow = BURST_GROWTH
-  if root.mf > 0 and root.mb >= BURST_RECOVER * root.mf then grow = BURST_PROBE end
-  local mb, mr = root.mb * grow, root.mr + RATE_GAIN
-  if mb > root.mx then mb = root.mx end
-  if mb < root.mb then mb = root.mb end
-  remargin(mb, mr < 1 and mr or 1)
+  for k = 1, root.n do
+    local a = root.axes[k]
+    if a.kind == BUCKET and (a.mb < root.mx or a.mr < 1) then
+      local grow = BURST_GROWTH
+      if a.mf > 0 and a.mb >= BURST_RECOVER * a.mf then grow = BURST_PROBE end
+      local mb, mr = a.mb * grow, a.mr + RATE_GAIN
+      if mb > root.mx then mb = root.mx end
+      if mb < a.mb then mb = a.mb end
+      a.nb, a.nr, a.nf = mb, mr < 1 and mr or 1, a.mf
+    end
+  end
+  remargin()
 end
 return done(held)

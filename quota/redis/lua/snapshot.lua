@@ -9,10 +9,10 @@
 -- as used as the caller saw them and every free slot held.
 --
 -- Reply: {now, the target's paused until or '', its pause reason, the
--- root's estimate ratio, its margin's burst, rate and burst refused, the
--- records and
--- members the root dropped as unreadable; then per limit of the target:
--- axis, capacity, available, reset µs or '', its burst (buckets; else 0);
+-- root's estimate ratio, its margin at its most cautious (burst, rate and
+-- burst refused), the records and members the root dropped as unreadable; then per limit of the target:
+-- axis, capacity, available, reset µs or '', its burst (buckets; else 0),
+-- its margin "burst rate refused" (a root's buckets; else '');
 -- then per tenant with tickets in line (the call's tenant alone for a
 -- nested tenant's budget), by name: its name, its tickets, their cost (5
 -- parts)}: O(tenants in line + lapsed tickets).
@@ -75,6 +75,11 @@ for k = 1, b.n do
   out[#out + 1] = fmt(avail)
   out[#out + 1] = reset
   out[#out + 1] = a.kind == BUCKET and fmt(a.burst) or '0'
+  if a.kind == BUCKET and b == root then
+    out[#out + 1] = fmt(a.mb) .. ' ' .. fmt(a.mr) .. ' ' .. fmt(a.mf)
+  else
+    out[#out + 1] = ''
+  end
 end
 
 local by, names = {}, {}
