@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/quota"
 )
 
 // maxBodyLen bounds the error bodies parsed: provider error objects are a few
@@ -34,6 +36,10 @@ type problem struct {
 	hasRetryDelay bool
 	// dailyQuota names a per-day Gemini QuotaFailure violation, if any.
 	dailyQuota string
+	// quotaAxis is the axis of a Gemini QuotaFailure violation: the per-day
+	// one when there is one (it decides the class), else the first that
+	// names an axis; zero when none does.
+	quotaAxis quota.Axis
 }
 
 // wireError is one error object on the wire. Fields are raw so that a field
@@ -148,10 +154,15 @@ func (p *problem) readRPCDetails(details []byte) {
 			}
 		case strings.HasSuffix(d.Type, "google.rpc.QuotaFailure"):
 			for _, v := range d.Violations {
-				for _, s := range [...]string{jsonString(v.QuotaID), jsonString(v.QuotaMetric)} {
+				id, metric := jsonString(v.QuotaID), jsonString(v.QuotaMetric)
+				for _, s := range [...]string{id, metric} {
 					if p.dailyQuota == "" && isPerDay(s) {
 						p.dailyQuota = s
 					}
+				}
+				a := quotaAxis(id, metric)
+				if a != 0 && (p.quotaAxis == 0 || a.Kind() == quota.DailyWindow && p.quotaAxis.Kind() != quota.DailyWindow) {
+					p.quotaAxis = a
 				}
 			}
 		case strings.HasSuffix(d.Type, "google.rpc.ErrorInfo"):

@@ -1,7 +1,8 @@
 // Package classify reads what an LLM provider answered (an HTTP status,
 // headers and body, or the error an official SDK returned) and says what it
-// means: a Verdict with a class, the Retry-After to honour and the limits the
-// provider reported. Its functions are pure: no I/O and no Temporal.
+// means: a Verdict with a class, the Retry-After to honour, the limits the
+// provider reported and, for a rate limit, the axis its body names. Its
+// functions are pure: no I/O and no Temporal.
 //
 // Response classifies an HTTP answer, Error whatever a call returned
 // (*openai.Error, *anthropic.Error, context and network errors), and Limits
@@ -13,6 +14,9 @@
 // HTTP status. Spend caps (Anthropic enforced_spend_limit_reached, OpenAI
 // insufficient_quota and its spend and usage-limit codes) and Gemini's
 // per-day quotas are terminal classes carrying the time the key reopens.
+// A rate limit's axis is read from the body: OpenAI's error.type and its
+// "per min" or "per day" unit, Anthropic's "input tokens per minute" and
+// kindred wordings, Gemini's QuotaFailure metric and quota id.
 //
 // Time is always passed in (now), so the same answer always gives the same
 // Verdict.

@@ -30,8 +30,8 @@ func ExampleClassifier_Response() {
 
 	c := classify.Classifier{MaxRetryAfter: 30 * time.Second}
 	v := c.Response(http.StatusTooManyRequests, header, body, now)
-	fmt.Println(v.Class, v.Retryable, v.RetryAfter, v.HasRetryAfter)
-	// Output: rate_limited true 30s true
+	fmt.Println(v.Class, v.Axis, v.Retryable, v.RetryAfter, v.HasRetryAfter)
+	// Output: rate_limited requests true 30s true
 }
 
 // The limits an OpenAI response reports, ready for quota.Store.Observe.

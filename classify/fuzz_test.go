@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tollgate/tollgate/quota"
 )
 
 // FuzzRetryAfter: whatever a provider puts in retry-after-ms, retry-after or
@@ -82,8 +84,8 @@ func FuzzResetDuration(f *testing.F) {
 }
 
 // FuzzBody: any status and body gives a Verdict that holds together — a
-// defined class, a bounded valid-UTF-8 reason, a capped hint — and never
-// panics.
+// defined class, a bounded valid-UTF-8 reason, a capped hint, an axis only
+// on a rate limit — and never panics.
 func FuzzBody(f *testing.F) {
 	seeds := []string{
 		`{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
@@ -93,6 +95,10 @@ func FuzzBody(f *testing.F) {
 		`{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 215432 tokens > 200000 maximum"}}`,
 		`{"error":{"code":429,"message":"q","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"22s"}]}}`,
 		`[{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}]`,
+		`{"error":{"message":"Rate limit reached for gpt-4o on tokens per day (TPD): Limit 2,000,000, Used 1,999,000","type":"tokens","code":"rate_limit_exceeded"}}`,
+		`{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`,
+		`{"error":{"code":429,"message":"* Quota exceeded for metric: x/generate_content_free_tier_input_token_count, limit: 1","status":"RESOURCE_EXHAUSTED"}}`,
+		`{"error":{"message":"per","type":"requests","code":"rate_limit_exceeded"}}`,
 		`{"error":"plain"}`, `{"message":"bare","code":"context_length_exceeded"}`, `<html>502</html>`, ``, `[]`, `{"error":{"details":[1,"x",{}]}}`,
 	}
 	for i, s := range seeds {
@@ -119,6 +125,10 @@ func FuzzBody(f *testing.F) {
 		}
 		if !v.ResetAt.IsZero() && (!v.Class.Terminal() || v.ResetAt.Before(now)) {
 			t.Fatalf("ResetAt %v for %v", v.ResetAt, v.Class)
+		}
+		if v.Axis != 0 && (!v.Axis.Valid() || v.Axis.Kind() == quota.Leases || v.Axis.Spend() ||
+			v.Class != RateLimited && v.Class != DailyQuota || v.Class == DailyQuota && v.Axis.Kind() != quota.DailyWindow) {
+			t.Fatalf("axis %v for %v", v.Axis, v.Class)
 		}
 		if status >= 200 && status < 300 && v.Class != OK {
 			t.Fatalf("status %d gave %v", status, v.Class)

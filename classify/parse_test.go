@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate/tollgate/quota"
 )
 
 var testNow = time.Date(2026, time.March, 14, 15, 9, 26, 0, time.UTC)
@@ -139,7 +141,15 @@ func TestParseBody(t *testing.T) {
 		{"one bad detail spoils only itself", `{"error":{"status":"RESOURCE_EXHAUSTED","details":[{"@type":7},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"3s"}]}}`,
 			problem{kind: "RESOURCE_EXHAUSTED", retryDelay: 3 * time.Second, hasRetryDelay: true}},
 		{"per-day metric", `{"error":{"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"x/requests_per_day"}]}]}}`,
-			problem{kind: "RESOURCE_EXHAUSTED", dailyQuota: "x/requests_per_day"}},
+			problem{kind: "RESOURCE_EXHAUSTED", dailyQuota: "x/requests_per_day", quotaAxis: quota.RequestsPerDay}},
+		{"per-minute violation", `{"error":{"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"x/generate_content_free_tier_input_token_count","quotaId":"GenerateContentInputTokensPerModelPerMinute-FreeTier"}]}]}}`,
+			problem{kind: "RESOURCE_EXHAUSTED", quotaAxis: quota.InputTokens}},
+		{"the per-day violation names the axis", `{"error":{"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[` +
+			`{"quotaMetric":"x/generate_content_free_tier_input_token_count","quotaId":"GenerateContentInputTokensPerModelPerMinute-FreeTier"},` +
+			`{"quotaMetric":"x/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]}]}}`,
+			problem{kind: "RESOURCE_EXHAUSTED", dailyQuota: "GenerateRequestsPerDayPerProjectPerModel-FreeTier", quotaAxis: quota.RequestsPerDay}},
+		{"violation of odd types", `{"error":{"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":7,"quotaId":["PerDay"]}]}]}}`,
+			problem{kind: "RESOURCE_EXHAUSTED"}},
 		{"anthropic details code", `{"type":"error","error":{"type":"rate_limit_error","message":"m","details":{"error_code":"enforced_spend_limit_reached"}}}`,
 			problem{code: "enforced_spend_limit_reached", kind: "rate_limit_error", message: "m"}},
 		{"too long", `{"error":{"message":"` + strings.Repeat("a", maxBodyLen) + `"}}`, problem{}},

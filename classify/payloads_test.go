@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate/tollgate/classify"
+	"github.com/tollgate/tollgate/quota"
 )
 
 // now is the fixed clock every test reads: Saturday 14 March 2026, 08:09 in
@@ -27,6 +28,7 @@ type payloadCase struct {
 	hasRetryAfter bool
 	code          string
 	resetAt       time.Time
+	axis          quota.Axis
 }
 
 func hdr(kv ...string) http.Header {
@@ -64,7 +66,7 @@ var openAICases = []payloadCase{
 		name: "openai/429 rate_limit_exceeded with retry-after", status: 429,
 		header: hdr("Retry-After", "20", "X-Should-Retry", "true"),
 		body:   `{"error":{"message":"Rate limit reached for gpt-4o-mini in organization org-abc123 on tokens per min (TPM): Limit 100000, Used 99918, Requested 2094. Please try again in 1.207s. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`,
-		class:  classify.RateLimited, retryable: true, retryAfter: 20 * time.Second, hasRetryAfter: true, code: "rate_limit_exceeded",
+		class:  classify.RateLimited, retryable: true, retryAfter: 20 * time.Second, hasRetryAfter: true, code: "rate_limit_exceeded", axis: quota.Tokens,
 	},
 	{
 		name: "openai/429 slow_down", status: 429,
@@ -143,7 +145,7 @@ var openAICases = []payloadCase{
 		name: "openai/429 with x-should-retry false", status: 429,
 		header: hdr("X-Should-Retry", "false", "Retry-After", "5"),
 		body:   `{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
-		class:  classify.RateLimited, retryable: false, retryAfter: 5 * time.Second, hasRetryAfter: true, code: "rate_limit_exceeded",
+		class:  classify.RateLimited, retryable: false, retryAfter: 5 * time.Second, hasRetryAfter: true, code: "rate_limit_exceeded", axis: quota.Requests,
 	},
 }
 
@@ -152,7 +154,7 @@ var anthropicCases = []payloadCase{
 		name: "anthropic/429 rate_limit_error", status: 429,
 		header: hdr("Retry-After", "14", "Request-Id", "req_011CSHoEeqs5C35K2UUqR7Fy"),
 		body:   `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization (8c1d5c4a-2f8e-4c55-9d0b-7a7e0d1b2c3d) of 50,000 input tokens per minute. For details, refer to: https://docs.claude.com/en/api/rate-limits."},"request_id":"req_011CSHoEeqs5C35K2UUqR7Fy"}`,
-		class:  classify.RateLimited, retryable: true, retryAfter: 14 * time.Second, hasRetryAfter: true, code: "rate_limit_error",
+		class:  classify.RateLimited, retryable: true, retryAfter: 14 * time.Second, hasRetryAfter: true, code: "rate_limit_error", axis: quota.InputTokens,
 	},
 	{
 		name: "anthropic/429 enforced_spend_limit_reached", status: 429,
@@ -234,14 +236,14 @@ var geminiCases = []payloadCase{
 			`{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier","quotaDimensions":{"location":"global","model":"gemini-2.5-flash"},"quotaValue":"250"}]},` +
 			`{"@type":"type.googleapis.com/google.rpc.Help","links":[{"description":"Learn more about Gemini API quotas","url":"https://ai.google.dev/gemini-api/docs/rate-limits"}]},` +
 			`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"22s"}]}}`,
-		class: classify.DailyQuota, retryAfter: 22 * time.Second, hasRetryAfter: true, code: "RESOURCE_EXHAUSTED", resetAt: nextLAMidnight,
+		class: classify.DailyQuota, retryAfter: 22 * time.Second, hasRetryAfter: true, code: "RESOURCE_EXHAUSTED", resetAt: nextLAMidnight, axis: quota.RequestsPerDay,
 	},
 	{
 		name: "gemini/429 RESOURCE_EXHAUSTED per minute", status: 429,
 		body: `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED","details":[` +
 			`{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_input_token_count","quotaId":"GenerateContentInputTokensPerModelPerMinute-FreeTier","quotaDimensions":{"location":"global","model":"gemini-2.0-flash"}}]},` +
 			`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"34s"}]}}`,
-		class: classify.RateLimited, retryable: true, retryAfter: 34 * time.Second, hasRetryAfter: true, code: "RESOURCE_EXHAUSTED",
+		class: classify.RateLimited, retryable: true, retryAfter: 34 * time.Second, hasRetryAfter: true, code: "RESOURCE_EXHAUSTED", axis: quota.InputTokens,
 	},
 	{
 		name: "gemini/429 RESOURCE_EXHAUSTED with a sub-second delay", status: 429,
@@ -340,6 +342,7 @@ func TestResponsePayloads(t *testing.T) {
 				require.Equal(t, tc.retryAfter, v.RetryAfter, "retry-after")
 				require.Equal(t, tc.code, v.Code, "code")
 				require.Equal(t, tc.resetAt, v.ResetAt, "reset at")
+				require.Equal(t, tc.axis, v.Axis, "axis")
 				require.Equal(t, tc.status, v.Status, "status")
 				require.LessOrEqual(t, len(v.Reason), classify.MaxReasonLen)
 				if tc.class != classify.OK && tc.class != classify.Unknown {

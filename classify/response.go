@@ -68,9 +68,12 @@ func (c Classifier) Response(status int, header http.Header, body []byte, now ti
 	}
 
 	switch class {
+	case RateLimited:
+		v.Axis = p.rateAxis()
 	case SpendCap:
 		v.ResetAt = spendCapReset(p, now)
 	case DailyQuota:
+		v.Axis = p.rateAxis()
 		v.ResetAt = nextPacificMidnight(now)
 		v.Reason = reason("daily quota " + p.dailyQuota + " is spent")
 	}

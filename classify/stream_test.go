@@ -77,6 +77,7 @@ func TestStreamErrorsClassifyLikeTheirHTTPTwins(t *testing.T) {
 			require.Equal(t, tc.class, over.Class)
 			require.Equal(t, over.Class, in.Class)
 			require.Equal(t, over.Code, in.Code)
+			require.Equal(t, over.Axis, in.Axis)
 			require.Equal(t, over.Retryable, in.Retryable)
 			require.False(t, in.HasRetryAfter)
 			require.Zero(t, in.Status, "an error inside a stream has no status of its own")

@@ -60,6 +60,7 @@ func TestTransportRecordsAUsersOwnClient(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, status)
 	v := classify.Error(err, time.Now())
 	require.Equal(t, classify.RateLimited, v.Class)
+	require.Equal(t, quota.Requests, v.Axis, "the 429 names the request limit")
 	require.Positive(t, v.RetryAfter)
 	require.Equal(t, 2, rec.Count())
 

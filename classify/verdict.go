@@ -31,6 +31,15 @@ type Verdict struct {
 	// when the provider's reset is unknown (credits exhausted, a billing
 	// problem): such a key waits for a human.
 	ResetAt time.Time
+	// Axis is the limit a rate-limit answer names in its body, for
+	// RateLimited and DailyQuota: quota.Requests, Tokens, InputTokens or
+	// OutputTokens per minute ("requests per min (RPM)", "50,000 input
+	// tokens per minute", Gemini's ..._input_token_count metric), or
+	// RequestsPerDay or TokensPerDay ("requests per day (RPD)", a PerDay
+	// QuotaFailure). Zero when the body names no axis ("would exceed the
+	// rate limit for your organization", a bare 429) or the answer is not a
+	// rate limit.
+	Axis quota.Axis
 	// Limits are the provider's reported limits per axis, from the
 	// response's headers, ready for quota.Store.Observe; nil when none.
 	Limits []quota.Observation
