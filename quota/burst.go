@@ -30,7 +30,8 @@ import "time"
 // mixed sizes then use its limit on every axis, where a second's burst
 // paces them apart. A 429 on a call the Store granted shows the model
 // wrong (the provider's window is shorter than the burst, or its clock
-// and ours drift). Pause with PauseRateLimited teaches the key's Margin:
+// and ours drift). Pause with PauseRateLimited teaches the Margin of each
+// of the key's bucket axes (RateLimitedOn teaches one axis its own):
 // its burst is halved and its rate cut a little, at most once per pause,
 // down to bounds (see package storekit), and the burst refused is
 // remembered: the burst grows back quickly to 80 % of it and by probes
