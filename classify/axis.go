@@ -93,14 +93,15 @@ func quotaResource(s string) quota.Axis {
 	if len(s) > 512 {
 		s = s[:512]
 	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		if c := lowerASCII(s[i]); c >= 'a' && c <= 'z' {
-			b.WriteByte(c)
+	n := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' {
+			return r
 		}
-	}
-	n := b.String()
+		if r >= 'A' && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return -1
+	}, s)
 	switch {
 	case strings.Contains(n, "inputtoken"):
 		return quota.InputTokens
@@ -267,11 +268,4 @@ func splitWords(s string) []string {
 		}
 	}
 	return words
-}
-
-func lowerASCII(c byte) byte {
-	if c >= 'A' && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
 }

@@ -145,7 +145,7 @@ func (ks *keyState) lesson(now time.Time, reason quota.PauseReason) {
 	if !ok || ks.paused(now) {
 		return
 	}
-	if axis != 0 && !ks.limits(axis) {
+	if _, ok := ks.policy.Limit(axis); !ok {
 		axis = 0
 	}
 	for i := range ks.buckets {
@@ -153,16 +153,6 @@ func (ks *keyState) lesson(now time.Time, reason quota.PauseReason) {
 			b.setMargin(now, storekit.Cut(b.margin))
 		}
 	}
-}
-
-// limits reports whether the budget has a bucket on axis.
-func (ks *keyState) limits(axis quota.Axis) bool {
-	for i := range ks.buckets {
-		if ks.buckets[i].axis == axis {
-			return true
-		}
-	}
-	return false
 }
 
 // gain credits the budget with a call that went well: its settlement

@@ -101,10 +101,11 @@ end
 -- conc its concurrency axis, daily whether it has daily axes and nd how
 -- many, pu/pr its pause's end and reason, paused; ep its state's epoch,
 -- known the one the caller saw and seen the caller's view of its daily
--- windows; mb/mr/mf its margin at its most cautious (storekit.Cautious of
--- its buckets'; only the root's count), mx the most a bucket's margin's
--- burst grows to; w the writes to its state hash not yet made, nw their
--- number (see put).
+-- windows; mb/mr/mf the key-wide margin a release before per-axis margins
+-- wrote (each bucket's own unless it has one; cautious makes them its
+-- buckets' most cautious where a reply or a write needs that), mx the
+-- most a bucket's margin's burst grows to; w the writes to its state hash
+-- not yet made, nw their number (see put).
 -- Each axis: id and kind as passed, cap (the adopted one if it counts, see
 -- the package doc), conf the configured capacity as passed, period µs
 -- (buckets only), ci its cost part (none for concurrency), st its budget's
@@ -192,7 +193,6 @@ local function budget(Sk, Lk, Qk)
     end
     b.axes[k] = a
   end
-  cautious(b)
   return b
 end
 

@@ -57,7 +57,8 @@ observe(root)
 if counted and prompt > 0 and actual[3] > 0 then learn(actual[3] / prompt, minR * 1, maxR * 1, half * 1) end
 -- A call counted as it went grows every bucket's burst (storekit.Gain) and
 -- earns back a little of its rate.
-if counted and (root.mb < root.mx or root.mr < 1) then
+if counted then
+  local grown = false
   for k = 1, root.n do
     local a = root.axes[k]
     if a.kind == BUCKET and (a.mb < root.mx or a.mr < 1) then
@@ -67,8 +68,9 @@ if counted and (root.mb < root.mx or root.mr < 1) then
       if mb > root.mx then mb = root.mx end
       if mb < a.mb then mb = a.mb end
       a.nb, a.nr, a.nf = mb, mr < 1 and mr or 1, a.mf
+      grown = true
     end
   end
-  remargin()
+  if grown then remargin() end
 end
 return done(held)

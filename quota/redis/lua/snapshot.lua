@@ -21,6 +21,7 @@ local minR, maxR, half = tonumber(arg()), tonumber(arg()), tonumber(arg())
 
 local b = target
 local lost = b.known ~= '' and b.ep ~= b.known and (not b.ep or b.st['ef'] ~= nil)
+cautious(root)
 local out = {nowS, '', '', '1', fmt(root.mb), fmt(root.mr), fmt(root.mf), root.st['xu'] or '0'}
 if half ~= 0 then out[4] = fmt(ratioAt(minR, maxR, half)) end
 if b.paused then out[2], out[3] = fmt(b.pu), b.pr or '' end
