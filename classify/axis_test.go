@@ -177,7 +177,7 @@ func TestErrorAxisOfSimulatorRateLimits(t *testing.T) {
 		model    llmsim.Model
 		calls    int
 		maxToken int64
-		fault    bool // a FaultRateLimit, naming no axis, instead of a limit
+		fault    bool // a FaultRateLimit instead of a limit: OpenAI and Gemini name requests, Anthropic no axis
 		class    classify.Class
 		axis     quota.Axis
 	}{
@@ -200,7 +200,7 @@ func TestErrorAxisOfSimulatorRateLimits(t *testing.T) {
 		{"gemini/tokens per minute", llmsim.Model{Provider: llmsim.Gemini, TokensPerMinute: 6}, 2, 0, false, classify.RateLimited, quota.InputTokens},
 		{"gemini/tokens per minute, too large", llmsim.Model{Provider: llmsim.Gemini, TokensPerMinute: 1}, 1, 0, false, classify.RateLimited, quota.InputTokens},
 		{"gemini/requests per day", llmsim.Model{Provider: llmsim.Gemini, RequestsPerDay: 1}, 2, 0, false, classify.DailyQuota, quota.RequestsPerDay},
-		{"gemini/fault", llmsim.Model{Provider: llmsim.Gemini}, 1, 0, true, classify.RateLimited, 0},
+		{"gemini/fault", llmsim.Model{Provider: llmsim.Gemini}, 1, 0, true, classify.RateLimited, quota.Requests},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.model.Name = simModel[tc.model.Provider]

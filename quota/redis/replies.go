@@ -111,7 +111,7 @@ func (r *reader) float(field string) float64 {
 
 func (r *reader) int(field string) int64 { return int64(r.float(field)) }
 
-// optional reads a number or ” (none).
+// optional reads a number, or an empty string for none.
 func (r *reader) optional(field string) (float64, bool) {
 	if r.i < len(r.res) && r.res[r.i] == "" {
 		r.i++

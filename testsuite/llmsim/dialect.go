@@ -104,7 +104,10 @@ type apiError struct {
 	// be coarser than the window itself.
 	retryAfterMs bool
 	refusal      *refusal // why a bucket refused (kindRateLimit)
-	missingKey   bool     // kindUnauthorized: no key at all
+	// faultRPM is the model's requests-per-minute limit for a rate limit a
+	// Fault made (no bucket refused): what Gemini's QuotaFailure names.
+	faultRPM   int64
+	missingKey bool // kindUnauthorized: no key at all
 	// kindContextLength
 	window, input, maxTokens int64
 }

@@ -231,25 +231,28 @@ func (d geminiDialect) writeError(w http.ResponseWriter, e *apiError, _ string) 
 	switch e.kind {
 	case kindRateLimit:
 		body.Status = "RESOURCE_EXHAUSTED"
-		body.Message = "Resource has been exhausted (e.g. check quota)."
-		if r := e.refusal; r != nil {
-			q := geminiQuotas[r.axis]
-			body.Message = fmt.Sprintf("%s\n* Quota exceeded for metric: %s, limit: %d, model: %s", geminiQuotaMessage, q.metric, r.limit, e.model)
-			body.Details = append(body.Details, map[string]any{
-				"@type": "type.googleapis.com/google.rpc.QuotaFailure",
-				"violations": []any{map[string]any{
-					"quotaMetric":     q.metric,
-					"quotaId":         q.id,
-					"quotaDimensions": map[string]string{"location": "global", "model": e.model},
-					"quotaValue":      strconv.FormatInt(r.limit, 10),
-				}},
-			})
-			switch {
-			case r.never:
-				body.Message += fmt.Sprintf("\nThe request asks for %d, more than the limit: it can never succeed; shorten the prompt.", r.requested)
-			case r.axis == axisRequestsPerDay:
-				delay = geminiDailyRetryDelay
-			}
+		r := e.refusal
+		if r == nil {
+			// A Fault: Gemini names a quota in every rate limit, and a
+			// fault stands for the per-minute requests one.
+			r = &refusal{axis: axisRequests, limit: e.faultRPM}
+		}
+		q := geminiQuotas[r.axis]
+		body.Message = fmt.Sprintf("%s\n* Quota exceeded for metric: %s, limit: %d, model: %s", geminiQuotaMessage, q.metric, r.limit, e.model)
+		body.Details = append(body.Details, map[string]any{
+			"@type": "type.googleapis.com/google.rpc.QuotaFailure",
+			"violations": []any{map[string]any{
+				"quotaMetric":     q.metric,
+				"quotaId":         q.id,
+				"quotaDimensions": map[string]string{"location": "global", "model": e.model},
+				"quotaValue":      strconv.FormatInt(r.limit, 10),
+			}},
+		})
+		switch {
+		case r.never:
+			body.Message += fmt.Sprintf("\nThe request asks for %d, more than the limit: it can never succeed; shorten the prompt.", r.requested)
+		case r.axis == axisRequestsPerDay:
+			delay = geminiDailyRetryDelay
 		}
 		if delay > 0 {
 			body.Message += "\nPlease retry in " + protoDuration(delay) + "."

@@ -129,7 +129,7 @@ func TestGeminiRequestsPerDayResetAtMidnightPacific(t *testing.T) {
 
 func TestGeminiErrors(t *testing.T) {
 	f := newFixture(t, Config{
-		Models:   []Model{{Provider: Gemini, Name: "g", ContextWindow: 100}},
+		Models:   []Model{{Provider: Gemini, Name: "g", ContextWindow: 100, RequestsPerMinute: 1000}},
 		Accounts: []Account{{Name: "a", APIKey: "k-good"}, {Name: "capped", APIKey: "k-capped", SpendCapTokens: 1}},
 	})
 	long := strings.Repeat("y", 400) // 100 tokens
@@ -181,6 +181,8 @@ func TestGeminiErrors(t *testing.T) {
 		r = f.gemini(t, "k-good", "g", "hi", 1)
 		require.Equal(t, http.StatusTooManyRequests, r.status)
 		require.Equal(t, "1.5s", r.rpcDetail("RetryInfo")["retryDelay"])
+		require.Equal(t, geminiQuotas[axisRequests].id, r.quotaID(), "a fault's rate limit names the per-minute requests quota")
+		require.Contains(t, r.str("error.message"), "limit: 1000,")
 		require.Empty(t, r.header.Get("retry-after"))
 	})
 }

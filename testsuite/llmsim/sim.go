@@ -298,7 +298,9 @@ func (s *Sim) check(d dialect, key string, c call, perr *apiError, o *outcome) *
 				o.streamFault = &f
 				break
 			}
-			return r.apiError(c.model)
+			e := r.apiError(c.model)
+			e.faultRPM = m.RequestsPerMinute
+			return e
 		}
 	}
 	if acct.SpendCapTokens > 0 && s.spent[acct.Name] >= acct.SpendCapTokens {
