@@ -330,7 +330,9 @@ type Decision struct {
 	// space them. The gate is charged at the grant, as of that start; a
 	// caller that cannot wait that long in process comes back under the
 	// same ticket shortly before it (the grant stays its own, and a
-	// Reserve again answers the Start left). Zero to start at once.
+	// Reserve again answers the Start left). Zero to start at once. Like
+	// Wait, it counts from the moment Reserve returns: a store whose
+	// replies travel takes out what a late reply spent on the way.
 	Start time.Duration
 	// GrantLeft is, for Granted, how long the grant (its ticket, and its
 	// lease with Lease) lives unless renewed or settled, on the store's

@@ -54,6 +54,8 @@ type Store struct {
 	granted grants
 	// writable is set once the server refused the snapshot read-only.
 	writable atomic.Bool
+	// delay measures how late replies arrive, on Redis TIME (no clock).
+	delay replyDelay
 }
 
 var _ quota.Store = (*Store)(nil)
@@ -170,9 +172,16 @@ func (s *Store) decision(ks *keyState, args, res []any, local time.Time, r quota
 	}
 	ks.remember(rep.epochs, rep.windows)
 	at := s.timeFrom(rep.now, local)
+	// The reply's durations ran from the script's now: what the reply took
+	// to arrive beyond the fastest one is already spent (see replyDelay).
+	// A test clock does not move while a reply travels.
+	var late time.Duration
+	if s.clock == nil {
+		late = s.delay.late(rep.now, time.Now())
+	}
 	d := quota.Decision{
 		Outcome:     rep.outcome,
-		Wait:        durationOf(rep.wait),
+		Wait:        since(durationOf(rep.wait), late),
 		Reason:      rep.reason,
 		Axis:        rep.axis,
 		PauseReason: rep.pauseReason,
@@ -192,7 +201,7 @@ func (s *Store) decision(ks *keyState, args, res []any, local time.Time, r quota
 		d.LeaseExpiry = at(rep.leaseExpiry)
 	}
 	if rep.granted {
-		d.GrantLeft = durationOf(rep.grantExpiry - rep.now)
+		d.GrantLeft = since(durationOf(rep.grantExpiry-rep.now), late)
 	}
 	if d.Outcome == quota.Granted { // a grant's wait is its start
 		d.Start, d.Wait = d.Wait, 0
