@@ -153,7 +153,7 @@ func (a *activityInbound) governed(ctx context.Context, in *interceptor.ExecuteA
 		if d.Outcome != quota.Queued || d.Reason != quota.Capacity || d.Wait > o.PaceWithin || visit >= maxPacedVisits {
 			break
 		}
-		if err := sleep(ctx, d.Wait); err != nil {
+		if err := sleep(ctx, d.Wait); err != nil { // to the moment (see sleep)
 			return nil, err
 		}
 	}
@@ -328,18 +328,6 @@ func (a *activityInbound) pace(ctx context.Context, c *call, d quota.Decision) e
 // starts a call ahead of it later than the buckets would (the line waits
 // behind the starts, see quota's burst.go).
 const maxPacedVisits = 4
-
-// sleep waits d, or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 func scheduleToCloseDeadline(info activity.Info) (time.Time, bool) {
 	if info.ScheduleToCloseTimeout <= 0 || info.ScheduledTime.IsZero() {
