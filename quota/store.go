@@ -334,6 +334,11 @@ type Decision struct {
 	// Wait, it counts from the moment Reserve returns: a store whose
 	// replies travel takes out what a late reply spent on the way.
 	Start time.Duration
+	// Delay is, for Granted, the part of Start the store adds to every
+	// grant so that calls start on the gates' schedule whatever their
+	// replies' trips took (see the Redis store's Options.StartDelay): a
+	// grant whose Start is no more than Delay found its gates open.
+	Delay time.Duration
 	// GrantLeft is, for Granted, how long the grant (its ticket, and its
 	// lease with Lease) lives unless renewed or settled, on the store's
 	// clock: renew it well within that (see Store.Renew).

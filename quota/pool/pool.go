@@ -143,8 +143,9 @@ type Admission struct {
 // Set.Members) that can run it soonest, asking each member's own key of s
 // in turn from members[first] on, so that each Reserve is atomic on its
 // member and the members' budgets may live apart (in different Redis
-// Cluster slots). A member that grants with no start delay takes the call
-// at once and the rest are not asked. Otherwise the member whose grant
+// Cluster slots). A member whose grant finds its start gates open (a Start
+// no more than its Delay) takes the call at once and the rest are not
+// asked. Otherwise the member whose grant
 // starts soonest (quota.Decision.Start) or whose place in line matures soonest
 // (quota.Decision.Wait) takes it, the earliest asked on a tie; every other grant
 // or place taken on the way is given back (Cancel), so the call holds one.
@@ -214,7 +215,7 @@ func Admit(ctx context.Context, s quota.Store, members []quota.Key, r quota.Rese
 			if err != nil {
 				return Admission{}, errors.Join(err, release(best), release(fallback))
 			}
-			if d.Outcome == quota.Granted && d.Start == 0 {
+			if d.Outcome == quota.Granted && d.Start <= d.Delay {
 				break
 			}
 			continue

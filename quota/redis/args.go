@@ -73,6 +73,19 @@ type keyState struct {
 	// it begins.
 	views []*view
 	name  any
+	// paced is set when a budget of the key has a bucket limit, whose
+	// start gate spaces its calls (see Options.StartDelay).
+	paced bool
+}
+
+// hasBucket reports whether p has a bucket limit.
+func hasBucket(p quota.Policy) bool {
+	for _, l := range p.Limits {
+		if l.Axis.Kind() == quota.Bucket {
+			return true
+		}
+	}
+	return false
 }
 
 // dailyArgs caches the midnights of every daily limit for one stretch of the
@@ -132,6 +145,7 @@ func newKeyState(prefix string, k quota.Key, p quota.Policy, ap quota.Policy, ne
 		ks.views = append(ks.views, viewOf(ks.own[0], ks.budget(p)))
 	}
 	ks.name = name
+	ks.paced = hasBucket(p) || hasBucket(rp)
 	ks.calib = [3]any{"0", "0", "0"}
 	if c := rp.Calibration; !c.Off {
 		ks.calibrates = true

@@ -37,16 +37,19 @@ func TestStartCountsFromTheDecision(t *testing.T) {
 		k := keys[late]
 		d, err := s.Reserve(ctx, quota.Reservation{Key: k, Ticket: "first", Cost: one})
 		require.NoError(t, err)
-		first := time.Now()
+		first := time.Now().Add(d.Start)
 		require.Equal(t, quota.Granted, d.Outcome)
-		require.Zero(t, d.Start)
+		require.LessOrEqual(t, d.Start, redis.DefaultStartDelay, "the gate is open: the call starts after the StartDelay")
 
 		hold.d.Store(int64(late))
 		d, err = s.Reserve(ctx, quota.Reservation{Key: k, Ticket: "second", Cost: one})
 		hold.d.Store(0)
 		require.NoError(t, err)
 		require.NotEqual(t, quota.Refused, d.Outcome, "a grant paced by its Start, or a place that matures in its Wait")
-		due := time.Since(first) + d.Start + d.Wait
+		due := time.Now().Add(d.Start + d.Wait).Sub(first)
+		if d.Outcome == quota.Queued {
+			due += redis.DefaultStartDelay // the grant its Reserve at maturity gets starts then
+		}
 		require.InDelta(t, 100*time.Millisecond, due, float64(4*time.Millisecond),
 			"reply held %s: the second call is due %s after the first", late, due)
 	}
@@ -66,4 +69,34 @@ func (h *replyHold) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 		time.Sleep(time.Duration(h.d.Load()))
 		return err
 	}
+}
+
+// TestStartDelay: a grant on a rate-limited key starts StartDelay after its
+// decision (less its reply's lateness), one on a key with only a
+// concurrency limit at once, and a negative StartDelay starts every call
+// at once.
+func TestStartDelay(t *testing.T) {
+	mini := quota.Key{Provider: "openai", Model: "gpt-4o-mini"}
+	ps, err := quota.NewPolicies(map[quota.Key]quota.Policy{
+		gpt4o: {Limits: []quota.Limit{quota.Per(quota.Requests, 600, time.Minute)}},
+		mini:  {Limits: []quota.Limit{quota.Concurrent(4)}},
+	})
+	require.NoError(t, err)
+	rdb := redistest.Start(t)
+	ctx := context.Background()
+	start := func(s *redis.Store, k quota.Key, ticket string) time.Duration {
+		t.Helper()
+		d, err := s.Reserve(ctx, quota.Reservation{Key: k, Ticket: ticket, Cost: quota.Cost{Requests: 1}})
+		require.NoError(t, err)
+		require.Equal(t, quota.Granted, d.Outcome)
+		return d.Start
+	}
+	s, err := redis.New(rdb, ps, redis.Options{StartDelay: 30 * time.Millisecond})
+	require.NoError(t, err)
+	require.InDelta(t, 30*time.Millisecond, start(s, gpt4o, "a"), float64(5*time.Millisecond))
+	require.Zero(t, start(s, mini, "b"), "no start gate to keep in step with")
+
+	s, err = redis.New(rdb, ps, redis.Options{StartDelay: -1, Prefix: "none"})
+	require.NoError(t, err)
+	require.Zero(t, start(s, gpt4o, "c"))
 }

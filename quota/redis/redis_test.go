@@ -35,6 +35,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		{name: "nil client", opts: redis.Options{}, field: "redis.client"},
 		{name: "brace in prefix", rdb: rdb, opts: redis.Options{Prefix: "a{b"}, field: "redis.prefix"},
 		{name: "space in prefix", rdb: rdb, opts: redis.Options{Prefix: "a b"}, field: "redis.prefix"},
+		{name: "start delay over a second", rdb: rdb, opts: redis.Options{StartDelay: 2 * time.Second}, field: "redis.start_delay"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

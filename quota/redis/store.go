@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -34,7 +35,27 @@ type Options struct {
 	// only: in production every replica must read the one clock Redis
 	// keeps, so leave it nil.
 	Clock quota.Clock
+	// StartDelay is how long after Redis decides a grant on a key with a
+	// rate limit its call starts, at the least: a grant's Start is the
+	// start gate's wait plus StartDelay, less what its reply took to
+	// arrive beyond the fastest reply lately. So a reply that comes up to
+	// StartDelay late still starts its call when the gate meant, and two
+	// calls the gate spaces 100 ms apart reach the provider 100 ms apart
+	// whichever of their replies was held up on the way; a provider that
+	// enforces its limit over a second or less refuses a call that
+	// arrives a millisecond too close to the one before. It adds
+	// StartDelay to every such call's latency and costs no throughput,
+	// since every call moves alike. Zero means DefaultStartDelay; a
+	// negative StartDelay starts each call as soon as its reply arrives
+	// (the gate's wait less the reply's lateness). At most time.Second.
+	StartDelay time.Duration
 }
+
+// DefaultStartDelay is Options.StartDelay's default: about the slowest
+// reply beyond the fastest measured in bench/fleet (3–6 ms on a loaded
+// two-core host running the whole fleet), and nothing next to an LLM
+// call's seconds.
+const DefaultStartDelay = 5 * time.Millisecond
 
 // Store is a quota.Store in Redis, shared by every process whose Store uses
 // the same server and Prefix. Build it with New; it is safe for concurrent
@@ -54,6 +75,8 @@ type Store struct {
 	granted grants
 	// writable is set once the server refused the snapshot read-only.
 	writable atomic.Bool
+	// startDelay is Options.StartDelay, its default applied.
+	startDelay time.Duration
 	// delay measures how late replies arrive, on Redis TIME (no clock).
 	delay replyDelay
 }
@@ -77,7 +100,12 @@ func New(rdb Client, ps quota.Policies, opts Options) (*Store, error) {
 			Problem: "contains " + strconv.QuoteRune(rune(prefix[i])),
 			Fix:     `use letters, digits and punctuation other than braces, e.g. "tollgate"`}
 	}
-	s := &Store{rdb: rdb, clock: opts.Clock, ps: ps, keys: make(map[quota.Key]*keyState), weights: make(map[quota.Key]any)}
+	if opts.StartDelay > time.Second {
+		return nil, &quota.InvalidError{Field: "redis.start_delay", Value: opts.StartDelay.String(), Problem: "is over 1s",
+			Fix: "leave it zero for the default (" + DefaultStartDelay.String() + "), or set a few milliseconds: it is added to every rate-limited call's latency"}
+	}
+	s := &Store{rdb: rdb, clock: opts.Clock, ps: ps, keys: make(map[quota.Key]*keyState), weights: make(map[quota.Key]any),
+		startDelay: max(0, cmp.Or(opts.StartDelay, DefaultStartDelay))}
 	name := epochName()
 	views := make(map[string]*view)
 	viewOf := func(state string, dailies int) *view {
@@ -205,6 +233,10 @@ func (s *Store) decision(ks *keyState, args, res []any, local time.Time, r quota
 	}
 	if d.Outcome == quota.Granted { // a grant's wait is its start
 		d.Start, d.Wait = d.Wait, 0
+		if ks.paced && s.clock == nil {
+			d.Start = since(durationOf(rep.wait)+s.startDelay, late)
+			d.Delay = since(s.startDelay, late)
+		}
 		s.granted.add(ks, r.Ticket, ks.decidedIn(args, rep.epochs), d.GrantLeft)
 	}
 	return d, nil
