@@ -57,12 +57,11 @@ func TestStartCountsFromTheDecision(t *testing.T) {
 
 // replyHold is a client hook that holds each script's reply for d after it
 // arrives, as a busy network or client would.
-type replyHold struct{ d atomic.Int64 }
-
-func (h *replyHold) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (h *replyHold) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return next
+type replyHold struct {
+	passHook
+	d atomic.Int64
 }
+
 func (h *replyHold) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		err := next(ctx, cmd)

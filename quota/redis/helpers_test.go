@@ -44,3 +44,12 @@ func storesOn(t *testing.T, srv *redistest.Server, ps quota.Policies, n int) []*
 	}
 	return stores
 }
+
+// passHook is a go-redis hook that passes dials and pipelines through:
+// embedded by the tests' hooks, which each act on single commands.
+type passHook struct{}
+
+func (passHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (passHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}

@@ -270,14 +270,11 @@ func TestPlaceholdersHoldForTheirBudgetsLeaseTTL(t *testing.T) {
 // script's run and its reply being read: it loses the state and lets
 // another call through, as a replica's other goroutines may.
 type lossBeforeReply struct {
+	passHook
 	mu    sync.Mutex
 	armed func()
 }
 
-func (h *lossBeforeReply) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (h *lossBeforeReply) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return next
-}
 func (h *lossBeforeReply) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		err := next(ctx, cmd)
