@@ -78,16 +78,6 @@ type keyState struct {
 	paced bool
 }
 
-// hasBucket reports whether p has a bucket limit.
-func hasBucket(p quota.Policy) bool {
-	for _, l := range p.Limits {
-		if l.Axis.Kind() == quota.Bucket {
-			return true
-		}
-	}
-	return false
-}
-
 // dailyArgs caches the midnights of every daily limit for one stretch of the
 // caller's clock: [from, to) in unix µs.
 type dailyArgs struct {
@@ -145,7 +135,6 @@ func newKeyState(prefix string, k quota.Key, p quota.Policy, ap quota.Policy, ne
 		ks.views = append(ks.views, viewOf(ks.own[0], ks.budget(p)))
 	}
 	ks.name = name
-	ks.paced = hasBucket(p) || hasBucket(rp)
 	ks.calib = [3]any{"0", "0", "0"}
 	if c := rp.Calibration; !c.Off {
 		ks.calibrates = true
@@ -182,6 +171,8 @@ func (ks *keyState) budget(p quota.Policy) (dailies int) {
 			dailies++
 		case quota.Leases:
 			kind, period, burst = kindLeases, "0", "0"
+		default:
+			ks.paced = true
 		}
 		ks.static = append(ks.static, axisID(a), kind, strconv.FormatInt(p.Effective(l.Capacity), 10), period, burst)
 	}

@@ -202,10 +202,14 @@ func (s *Store) decision(ks *keyState, args, res []any, local time.Time, r quota
 	at := s.timeFrom(rep.now, local)
 	// The reply's durations ran from the script's now: what the reply took
 	// to arrive beyond the fastest one is already spent (see replyDelay).
-	// A test clock does not move while a reply travels.
-	var late time.Duration
+	// A test clock does not move while a reply travels, and needs no
+	// StartDelay to keep its calls in step with the gates.
+	var late, delay time.Duration
 	if s.clock == nil {
 		late = s.delay.late(rep.now, time.Now())
+		if ks.paced {
+			delay = s.startDelay
+		}
 	}
 	d := quota.Decision{
 		Outcome:     rep.outcome,
@@ -232,11 +236,7 @@ func (s *Store) decision(ks *keyState, args, res []any, local time.Time, r quota
 		d.GrantLeft = since(durationOf(rep.grantExpiry-rep.now), late)
 	}
 	if d.Outcome == quota.Granted { // a grant's wait is its start
-		d.Start, d.Wait = d.Wait, 0
-		if ks.paced && s.clock == nil {
-			d.Start = since(durationOf(rep.wait)+s.startDelay, late)
-			d.Delay = since(s.startDelay, late)
-		}
+		d.Start, d.Delay, d.Wait = since(durationOf(rep.wait)+delay, late), since(delay, late), 0
 		s.granted.add(ks, r.Ticket, ks.decidedIn(args, rep.epochs), d.GrantLeft)
 	}
 	return d, nil
